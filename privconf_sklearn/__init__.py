@@ -1,0 +1,19 @@
+"""Differentially private conformal prediction for scikit-learn.
+
+Wrap a fitted (often differentially private) model, calibrate it on held-out data with
+a private quantile mechanism, and get prediction sets or intervals with a stated
+coverage guarantee and a stated privacy guarantee for the calibration set.
+"""
+
+from .classification import PrivateConformalClassifier
+from .mechanisms import Calibration, InfeasibleCalibrationWarning, PrivacyGuarantee
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Calibration",
+    "InfeasibleCalibrationWarning",
+    "PrivacyGuarantee",
+    "PrivateConformalClassifier",
+    "__version__",
+]

@@ -1,0 +1,200 @@
+"""Input validation shared by estimators, scores and mechanisms.
+
+Every check raises with a message that names the offending parameter or values, and
+none of them coerces silently: a value is either accepted as given or rejected.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = [
+    "check_alpha",
+    "check_in_open_interval",
+    "check_positive_finite",
+    "check_probabilities",
+    "check_unit_scores",
+    "conformal_rank",
+]
+
+
+def _is_real_scalar(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_in_open_interval(value, name: str, low: float = 0.0, high: float = 1.0) -> float:
+    """Return ``value`` as a float if it lies in the open interval ``(low, high)``.
+
+    Parameters
+    ----------
+    value : object
+        The value to check.
+    name : str
+        Parameter name used in the error message.
+    low, high : float, default=(0, 1)
+        Open bounds.
+
+    Returns
+    -------
+    float
+        The value, unchanged, as a Python float.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a real number strictly between ``low`` and ``high``.
+    """
+    if not _is_real_scalar(value) or not (low < float(value) < high):
+        raise ValueError(
+            f"{name} must be a real number in the open interval ({low:g}, {high:g}); got {value!r}."
+        )
+    return float(value)
+
+
+def check_alpha(alpha) -> float:
+    """Check a miscoverage level: a real number in (0, 1)."""
+    return check_in_open_interval(alpha, "alpha")
+
+
+def check_positive_finite(value, name: str) -> float:
+    """Return ``value`` as a float if it is a finite real number > 0.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a real number, is non-positive, NaN or infinite.
+    """
+    if not _is_real_scalar(value) or not math.isfinite(float(value)) or value <= 0:
+        raise ValueError(f"{name} must be a finite real number > 0; got {value!r}.")
+    return float(value)
+
+
+def conformal_rank(n: int, level: float) -> int:
+    """Return ``ceil((n + 1) * level)`` computed exactly.
+
+    The product is evaluated in exact rational arithmetic on the binary value of
+    ``level``, so that e.g. ``n = 99, level = 1 - 0.1`` gives 90 and not the 91 that
+    floating-point rounding of ``100 * 0.9`` would give.
+
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores.
+    level : float
+        Target level in (0, 1), e.g. ``1 - alpha``.
+
+    Returns
+    -------
+    int
+        The conformal rank ``k``; ``k > n`` means the level is not reachable with ``n``
+        scores.
+    """
+    return math.ceil(Fraction(n + 1) * Fraction(level))
+
+
+def check_unit_scores(scores, name: str = "scores") -> np.ndarray:
+    """Check calibration scores already mapped to the public range [0, 1].
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+        Scores.
+    name : str, default="scores"
+        Name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), dtype float64
+        The scores (a float64 view or copy; values unchanged).
+
+    Raises
+    ------
+    ValueError
+        If the array is not one-dimensional, is empty, holds NaN or infinite values, or
+        holds values outside [0, 1].
+    """
+    arr = np.asarray(scores)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {arr.shape}.")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: calibration needs at least one score.")
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real numbers; got dtype {arr.dtype}.")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.isfinite(arr).all():
+        bad = arr[~np.isfinite(arr)][:5]
+        raise ValueError(f"{name} contain NaN or infinite values, e.g. {bad.tolist()}.")
+    low, high = arr.min(), arr.max()
+    if low < 0.0 or high > 1.0:
+        raise ValueError(
+            f"{name} must lie in the public range [0, 1]; got values in "
+            f"[{low!r}, {high!r}]. Map scores through their public bounds first."
+        )
+    return arr
+
+
+def probability_tolerance(dtype) -> float:
+    """Tolerance on row sums of predicted probabilities for a floating dtype."""
+    return float(np.sqrt(np.finfo(dtype).eps))
+
+
+def check_probabilities(proba, n_classes: int, *, estimator_name: str = "estimator") -> np.ndarray:
+    """Check a predict_proba output: finite, non-negative rows summing to one.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+        Predicted probabilities.
+    n_classes : int
+        Expected number of columns (``len(estimator.classes_)``).
+    estimator_name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_classes)
+        The probabilities as a floating array (values unchanged).
+
+    Raises
+    ------
+    ValueError
+        If the shape is wrong, or any value is NaN, infinite or negative, or a row sum
+        differs from 1 by more than ``sqrt(machine epsilon)`` of the dtype.
+    """
+    proba = np.asarray(proba)
+    if not np.issubdtype(proba.dtype, np.floating):
+        proba = proba.astype(np.float64)
+    if proba.ndim != 2 or proba.shape[1] != n_classes:
+        raise ValueError(
+            f"{estimator_name}.predict_proba returned shape {proba.shape}; expected "
+            f"(n_samples, {n_classes}) with one column per class in classes_."
+        )
+    if proba.size == 0:
+        return proba
+    row_sums = proba.sum(axis=1)
+    if not np.isfinite(row_sums).all():
+        rows = np.flatnonzero(~np.isfinite(row_sums))[:5]
+        raise ValueError(
+            f"{estimator_name}.predict_proba returned NaN or infinite values "
+            f"(rows {rows.tolist()})."
+        )
+    minimum = proba.min()
+    if minimum < 0:
+        rows = np.flatnonzero((proba < 0).any(axis=1))[:5]
+        raise ValueError(
+            f"{estimator_name}.predict_proba returned negative probabilities "
+            f"(min {minimum!r}, rows {rows.tolist()})."
+        )
+    tol = probability_tolerance(proba.dtype)
+    off = np.abs(row_sums - 1.0) > tol
+    if off.any():
+        rows = np.flatnonzero(off)[:5]
+        raise ValueError(
+            f"{estimator_name}.predict_proba rows must sum to 1 within {tol:.1e}; rows "
+            f"{rows.tolist()} sum to {row_sums[rows].tolist()}."
+        )
+    return proba

@@ -1,0 +1,207 @@
+"""Private conformal prediction sets for any probabilistic classifier."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from ._base import BasePrivateConformal, _estimator_has
+from .scores import APS, LAC
+
+__all__ = ["PrivateConformalClassifier"]
+
+
+def encode_labels(y, classes) -> np.ndarray:
+    """Column index in ``classes`` of every label in ``y``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels, of any type the estimator accepts (int, str, ...).
+    classes : array-like of shape (n_classes,)
+        The fitted estimator's ``classes_``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), dtype intp
+
+    Raises
+    ------
+    ValueError
+        If ``y`` holds labels that are not in ``classes``, naming them.
+    """
+    y = column_or_1d(y, warn=True)
+    classes = np.asarray(classes)
+    order = np.argsort(classes, kind="stable")
+    try:
+        position = np.searchsorted(classes, y, sorter=order)
+    except TypeError:  # labels not comparable with the classes (e.g. str vs int)
+        position = np.zeros(y.shape[0], dtype=np.intp)
+        unseen = np.ones(y.shape[0], dtype=bool)
+    else:
+        position = np.minimum(position, classes.shape[0] - 1)
+        unseen = classes[order[position]] != y
+    if np.any(unseen):
+        labels = list(dict.fromkeys(y[unseen].tolist()))
+        raise ValueError(
+            f"y contains labels the estimator was not fitted on: {labels[:10]}"
+            f"{' ...' if len(labels) > 10 else ''}; estimator.classes_ = {classes.tolist()}."
+        )
+    return order[position]
+
+
+class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
+    """Prediction sets with private conformal calibration for a fitted classifier.
+
+    Wraps any classifier with ``predict_proba`` (a diffprivlib ``GaussianNB``,
+    ``RandomForestClassifier`` or ``LogisticRegression``, or any scikit-learn
+    classifier) and calibrates a score threshold on held-out data with a quantile
+    ``mechanism``. The sets ``{y : score(x, y) <= threshold_}`` contain the true label
+    with probability at least ``calibration_.coverage_lower_bound`` (``>= 1 - alpha``
+    for ExponQ and split conformal) for exchangeable data, and the threshold is
+    released under ``calibration_.privacy``.
+
+    Parameters
+    ----------
+    estimator : classifier
+        Fitted (``prefit=True``) or to be fitted (``prefit=False``) classifier.
+        Features are passed to it untouched, so DataFrames and string labels work.
+    mechanism : QuantileMechanism
+        How the threshold is released: ``ExponQ(epsilon)``, ``SplitConformal()``...
+        Keyword-only and without default, so privacy is always a visible choice.
+    alpha : float, default=0.1
+        Target miscoverage in (0, 1).
+    conformity_score : {"lac", "aps"} or ClassificationScore, default="lac"
+        Conformity score (named like MAPIE's, since ``score`` is the scikit-learn
+        accuracy method): ``"lac"`` is ``1 - p_y(x)`` (:class:`~privconf_sklearn.scores.LAC`),
+        ``"aps"`` the adaptive prediction sets score (:class:`~privconf_sklearn.scores.APS`).
+    prefit : bool, default=True
+        If True, ``estimator`` is already fitted and ``fit`` only calibrates. It is then
+        kept by reference, also through ``clone`` (as
+        :class:`sklearn.frozen.FrozenEstimator`). If False, ``fit`` fits a clone on part
+        of the data and calibrates on the rest.
+    calibration_size : float or int, default=0.3
+        With ``prefit=False``: fraction (float) or number (int) of rows used for
+        calibration.
+    random_state : None, int, RandomState or Generator, default=None
+        Privacy noise source. ``None`` draws it from the operating system's
+        cryptographic generator, the only production setting. A seed makes results
+        reproducible and anyone who knows it can remove the noise: tests and
+        experiments only. Also seeds the ``prefit=False`` split.
+    accountant : diffprivlib.BudgetAccountant, default=None
+        Ledger that calibration checks and spends its privacy budget on; None uses
+        diffprivlib's default accountant, where diffprivlib models record their
+        training budget too. Kept by reference through ``clone``.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted classifier used (the given one when ``prefit=True``).
+    classes_ : ndarray of shape (n_classes,)
+        Labels, in the column order of :meth:`predict_set` and :meth:`predict_proba`.
+    score_ : ClassificationScore
+        The conformity score used.
+    mechanism_ : QuantileMechanism
+        A copy of the mechanism used.
+    calibration_ : Calibration
+        Threshold, coverage bounds, privacy guarantee and mechanism details.
+    threshold_ : float
+        Score threshold: label ``y`` is in the set of ``x`` iff ``score(x, y) <= threshold_``.
+    score_bounds_ : tuple of float
+        Public score range mapped to [0, 1] for the mechanism (``(0, 1)`` here).
+    n_features_in_ : int
+        Copied from the estimator when it has it.
+    feature_names_in_ : ndarray of str
+        Copied from the estimator when it has it.
+
+    See Also
+    --------
+    privconf_sklearn.PrivateConformalRegressor : The same for regression intervals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from privconf_sklearn import PrivateConformalClassifier
+    >>> from privconf_sklearn.mechanisms import ExponQ
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(6000, 2)); y = (X[:, 0] + rng.normal(size=6000) > 0).astype(int)
+    >>> model = LogisticRegression().fit(X[:3000], y[:3000])
+    >>> pcc = PrivateConformalClassifier(model, mechanism=ExponQ(epsilon=1.0), alpha=0.1,
+    ...                                  random_state=0).fit_calibrate(X[3000:], y[3000:])
+    >>> pcc.predict_set(X[:2]).shape
+    (2, 2)
+    >>> pcc.calibration_.privacy.epsilon
+    1.0
+    """
+
+    _score_aliases = {"lac": LAC, "aps": APS}
+
+    def __init__(
+        self,
+        estimator,
+        *,
+        mechanism,
+        alpha: float = 0.1,
+        conformity_score="lac",
+        prefit: bool = True,
+        calibration_size=0.3,
+        random_state=None,
+        accountant=None,
+    ):
+        self.estimator = estimator
+        self.mechanism = mechanism
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.prefit = prefit
+        self.calibration_size = calibration_size
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _encode_targets(self, y, estimator) -> np.ndarray:
+        if not hasattr(estimator, "classes_"):
+            raise TypeError(
+                f"{type(estimator).__name__} has no classes_: it is not a fitted classifier."
+            )
+        return encode_labels(y, estimator.classes_)
+
+    def _set_extra_fitted_attributes(self, estimator, bounds_record: dict) -> None:
+        self.classes_ = np.asarray(estimator.classes_)
+
+    def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:
+        """Boolean prediction sets, one column per class in ``classes_`` order.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Test features.
+        batch_size : int, default=None
+            Process rows in batches of this size to bound the memory held for
+            ``predict_proba`` outputs.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), dtype bool
+            ``sets[i, j]`` is True iff ``classes_[j]`` is in the set of ``X[i]``.
+        """
+        return super().predict_set(X, batch_size=batch_size)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """The wrapped classifier's ``predict_proba``."""
+        check_is_fitted(self, "calibration_")
+        return self.estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """The wrapped classifier's ``predict_log_proba``."""
+        check_is_fitted(self, "calibration_")
+        return self.estimator_.predict_log_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """The wrapped classifier's ``decision_function``."""
+        check_is_fitted(self, "calibration_")
+        return self.estimator_.decision_function(X)

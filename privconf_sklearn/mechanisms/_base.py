@@ -1,0 +1,286 @@
+"""The quantile-mechanism interface and the records it returns.
+
+A :class:`QuantileMechanism` turns calibration scores that already lie in the public
+range [0, 1] into a :class:`Calibration`: the threshold plus everything needed to state
+and re-check its guarantees. Mechanisms never see features, labels or models.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from abc import ABCMeta, abstractmethod
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from .._random import NoiseSource, check_noise_source
+from .._validation import check_alpha, check_unit_scores
+
+__all__ = [
+    "Calibration",
+    "InfeasibleCalibrationWarning",
+    "PrivacyGuarantee",
+    "QuantileMechanism",
+]
+
+PrivacyNotion = Literal["pure", "zcdp", "local", "none"]
+
+
+class InfeasibleCalibrationWarning(UserWarning):
+    """The requested coverage cannot be certified with this calibration set.
+
+    The threshold is then the top of the public range (full prediction sets, widest
+    intervals) and the :class:`Calibration` records why.
+    """
+
+
+@dataclass(frozen=True)
+class PrivacyGuarantee:
+    """What one calibration release promises about the calibration set.
+
+    Parameters
+    ----------
+    notion : {"pure", "zcdp", "local", "none"}
+        ``"pure"``: epsilon-DP of the central calibration set. ``"zcdp"``: rho-zero
+        concentrated DP, reported with an (epsilon, delta) conversion. ``"local"``:
+        epsilon-local DP of each agent's message (federated mechanisms). ``"none"``: no
+        privacy (epsilon is infinite).
+    epsilon : float
+        Privacy loss bound (``inf`` for ``"none"``, ``0`` when no data was touched).
+    delta : float, default=0.0
+        Failure probability of the (epsilon, delta) statement (0 for pure DP).
+    rho : float or None, default=None
+        zCDP parameter, for ``notion="zcdp"``.
+    adjacency : str, default="replace-one"
+        Neighbouring relation the statement is made for. The papers treat the
+        calibration size n as public; see the user guide.
+    holds : bool, default=True
+        False when an assumption of the guarantee was broken (e.g. regression score
+        bounds taken from the private data); the numbers are then not a guarantee.
+    description : str, default=""
+        One sentence an auditor can read.
+    """
+
+    notion: PrivacyNotion
+    epsilon: float
+    delta: float = 0.0
+    rho: float | None = None
+    adjacency: str = "replace-one"
+    holds: bool = True
+    description: str = ""
+
+    @classmethod
+    def pure(
+        cls, epsilon: float, *, adjacency: str = "replace-one", description: str = ""
+    ) -> PrivacyGuarantee:
+        """Pure epsilon-DP."""
+        return cls("pure", float(epsilon), 0.0, None, adjacency, True, description)
+
+    @classmethod
+    def no_privacy(cls, description: str = "Non-private calibration.") -> PrivacyGuarantee:
+        """No privacy protection: infinite epsilon."""
+        return cls("none", math.inf, 0.0, None, "replace-one", True, description)
+
+    @classmethod
+    def untouched(cls, description: str) -> PrivacyGuarantee:
+        """The data were not read: zero privacy loss."""
+        return cls("pure", 0.0, 0.0, None, "replace-one", True, description)
+
+    @property
+    def is_private(self) -> bool:
+        """True when the release has a finite privacy loss that holds."""
+        return self.holds and math.isfinite(self.epsilon)
+
+    def accountant_spend(self) -> tuple[float, float]:
+        """The (epsilon, delta) to record in a diffprivlib ``BudgetAccountant``."""
+        return float(self.epsilon), float(self.delta)
+
+    def broken(self, reason: str) -> PrivacyGuarantee:
+        """A copy marked as not holding, with the reason appended."""
+        return replace(
+            self, holds=False, description=f"{self.description} NOT HOLDING: {reason}".strip()
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python representation."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of a private calibration: threshold plus its certificates.
+
+    All quantities are on the public score range [0, 1] the mechanism works on;
+    estimators map the threshold back to score units.
+
+    Parameters
+    ----------
+    mechanism : str
+        Name of the mechanism class.
+    threshold : float
+        Score threshold in [0, 1]; prediction sets are ``{y : score(x, y) <= threshold}``.
+    n_samples : int
+        Number of calibration scores (treated as public).
+    alpha : float
+        Requested miscoverage level.
+    privacy : PrivacyGuarantee
+        What this release promises (zero loss if the data were not touched).
+    coverage_lower_bound : float
+        Theorem-backed lower bound on marginal coverage ``P(Y in C(X))``.
+    lower_bound_confidence : float, default=1.0
+        1 for a marginal guarantee; ``1 - beta`` when the lower bound only holds with
+        that probability over the mechanism's noise (approximate bounds, e.g. P-COQS).
+    coverage_upper_bound : float or None, default=None
+        Upper bound on marginal coverage for scores without atoms, when a theorem gives
+        one. With atoms, add ``upper_bound_atom_slope * p_max`` (``p_max`` = largest
+        probability of a single score value, or of one bin for binned mechanisms) and
+        cap at 1.
+    upper_bound_atom_slope : float, default=0.0
+        See ``coverage_upper_bound``.
+    target_level : float or None, default=None
+        The (possibly inflated) empirical quantile level the mechanism aimed at.
+    feasible : bool, default=True
+        False when the requested coverage could not be certified; the threshold is then
+        1 (the top of the range) and ``reason`` says why.
+    reason : str, default=""
+        Why the calibration is infeasible, or empty.
+    details : dict, default={}
+        Mechanism-specific public quantities (bins, gamma, ...) and, where documented as
+        such, data-dependent diagnostics.
+    """
+
+    mechanism: str
+    threshold: float
+    n_samples: int
+    alpha: float
+    privacy: PrivacyGuarantee
+    coverage_lower_bound: float
+    lower_bound_confidence: float = 1.0
+    coverage_upper_bound: float | None = None
+    upper_bound_atom_slope: float = 0.0
+    target_level: float | None = None
+    feasible: bool = True
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def upper_bound_with_atoms(self, p_max: float) -> float | None:
+        """Coverage upper bound when single score values (or bins) have mass ``p_max``."""
+        if self.coverage_upper_bound is None:
+            return None
+        return min(1.0, self.coverage_upper_bound + self.upper_bound_atom_slope * p_max)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python representation (nested ``privacy`` as a dict)."""
+        out = asdict(self)
+        out["details"] = dict(self.details)
+        return out
+
+
+def infeasible_calibration(
+    mechanism: str, n_samples: int, alpha: float, reason: str, **details
+) -> Calibration:
+    """The trivial release: threshold 1, full coverage, no data touched."""
+    return Calibration(
+        mechanism=mechanism,
+        threshold=1.0,
+        n_samples=n_samples,
+        alpha=alpha,
+        privacy=PrivacyGuarantee.untouched(
+            "Infeasible request: the threshold is the top of the public range and was "
+            "chosen from public quantities only, without reading the calibration data."
+        ),
+        coverage_lower_bound=1.0,
+        coverage_upper_bound=1.0,
+        feasible=False,
+        reason=reason,
+        details=details,
+    )
+
+
+class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
+    """Base class of the (private) quantile mechanisms.
+
+    Subclasses store their parameters untouched in ``__init__`` (so they work with
+    ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``), validate
+    them in :meth:`calibrate`, and implement :meth:`privacy_guarantee` and
+    :meth:`_calibrate`.
+    """
+
+    #: Whether :meth:`calibrate` needs ``groups`` (one agent id per score).
+    requires_groups: bool = False
+
+    @abstractmethod
+    def privacy_guarantee(self) -> PrivacyGuarantee:
+        """The guarantee a release of this mechanism carries, from parameters alone.
+
+        Used to check a privacy budget before any data is read.
+        """
+
+    @abstractmethod
+    def _calibrate(
+        self, scores: np.ndarray, alpha: float, groups: np.ndarray | None, noise: NoiseSource
+    ) -> Calibration:
+        """Compute the calibration on validated scores in [0, 1]."""
+
+    def calibrate(self, scores, alpha: float, *, groups=None, random_state=None) -> Calibration:
+        """Release a threshold for ``1 - alpha`` coverage from scores in [0, 1].
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Calibration scores already mapped to the public range [0, 1].
+        alpha : float
+            Miscoverage level in (0, 1).
+        groups : array-like of shape (n_samples,), default=None
+            Agent of each score, for federated mechanisms; must be None otherwise.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of the privacy noise. ``None`` uses the operating system's
+            cryptographic generator; anything else is reproducible and not meant for
+            production.
+
+        Returns
+        -------
+        Calibration
+            Threshold and guarantees. An infeasible request (calibration set too small
+            for the level under this budget) returns threshold 1 with a warning.
+        """
+        alpha = check_alpha(alpha)
+        self._check_params()
+        scores = check_unit_scores(scores)
+        groups = self._check_groups(groups, scores.shape[0])
+        noise = check_noise_source(random_state)
+        calibration = self._calibrate(scores, alpha, groups, noise)
+        if not calibration.feasible:
+            warnings.warn(
+                f"{type(self).__name__}: {calibration.reason} Prediction sets will be "
+                "the whole label set / intervals the whole score range.",
+                InfeasibleCalibrationWarning,
+                stacklevel=2,
+            )
+        return calibration
+
+    def _check_params(self) -> None:
+        """Validate constructor parameters; subclasses extend."""
+
+    def _check_groups(self, groups, n_samples: int):
+        if not self.requires_groups:
+            if groups is not None:
+                raise ValueError(
+                    f"{type(self).__name__} is a central mechanism and takes no groups; "
+                    "pass groups only to federated mechanisms."
+                )
+            return None
+        if groups is None:
+            raise ValueError(
+                f"{type(self).__name__} needs groups (one agent id per calibration row)."
+            )
+        groups = np.asarray(groups)
+        if groups.ndim != 1 or groups.shape[0] != n_samples:
+            raise ValueError(
+                f"groups must be one-dimensional with one entry per calibration row "
+                f"({n_samples}); got shape {groups.shape}."
+            )
+        return groups

@@ -1,0 +1,79 @@
+"""Non-private split conformal calibration: the baseline every mechanism is compared to."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._random import NoiseSource
+from .._validation import conformal_rank
+from ._base import Calibration, PrivacyGuarantee, QuantileMechanism, infeasible_calibration
+
+__all__ = ["SplitConformal"]
+
+
+class SplitConformal(QuantileMechanism):
+    """Split conformal prediction without privacy (epsilon = infinity).
+
+    The threshold is the ``k``-th smallest score with ``k = ceil((n + 1)(1 - alpha))``
+    (Vovk et al. 2005; Lei et al. 2018; paper 003 Sec. 2). Under exchangeability the
+    prediction sets cover with probability at least ``k / (n + 1) >= 1 - alpha``, and at
+    most ``k / (n + 1) + p_max`` where ``p_max`` is the largest atom of the score
+    distribution (exactly ``k / (n + 1)`` for continuous scores).
+
+    If ``k > n`` the level is unreachable: the threshold is the top of the range and
+    the calibration is marked infeasible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privconf_sklearn.mechanisms import SplitConformal
+    >>> scores = np.linspace(0, 1, 99)
+    >>> cal = SplitConformal().calibrate(scores, alpha=0.1)
+    >>> cal.threshold == np.sort(scores)[89]
+    True
+    """
+
+    def __init__(self):
+        pass
+
+    def privacy_guarantee(self) -> PrivacyGuarantee:
+        """No privacy: the release is an exact order statistic of the data."""
+        return PrivacyGuarantee.no_privacy("Exact empirical quantile: no privacy protection.")
+
+    def _calibrate(
+        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    ) -> Calibration:
+        n = scores.shape[0]
+        k = conformal_rank(n, 1.0 - alpha)
+        if k > n:
+            return infeasible_calibration(
+                type(self).__name__,
+                n,
+                alpha,
+                f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
+                f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}.",
+                rank=k,
+            )
+        threshold = float(np.partition(scores, k - 1)[k - 1])
+        return Calibration(
+            mechanism=type(self).__name__,
+            threshold=threshold,
+            n_samples=n,
+            alpha=alpha,
+            privacy=self.privacy_guarantee(),
+            coverage_lower_bound=k / (n + 1),
+            coverage_upper_bound=k / (n + 1),
+            upper_bound_atom_slope=1.0,
+            target_level=k / n,
+            details={"rank": k},
+        )
+
+
+def conformal_rank_min_n(alpha: float) -> int:
+    """Smallest n for which ``ceil((n + 1)(1 - alpha)) <= n``."""
+    # (n + 1)(1 - alpha) <= n  <=>  n >= (1 - alpha) / alpha; search from the floor up
+    # in exact arithmetic to avoid an off-by-one from rounding.
+    n = max(1, int((1.0 - alpha) / alpha) - 1)
+    while conformal_rank(n, 1.0 - alpha) > n:
+        n += 1
+    return n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-__all__ = ["make_two_gaussians"]
+__all__ = ["make_poisson_outliers", "make_two_gaussians"]
 
 
 def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
@@ -42,3 +42,33 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
     y = np.r_[np.zeros(n0, dtype=np.int64), np.ones(n1, dtype=np.int64)]
     order = rng.permutation(n_samples)
     return X[order], y[order]
+
+
+def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
+    """Heteroscedastic regression data of paper 004 Sec. 5.1 (after Romano et al. 2019).
+
+    ``X ~ U[1, 5]`` (one feature) and
+    ``Y | X ~ Pois(sin(X)^2 + 0.1) + 0.03 X eps_1 + 25 * 1{U < 0.01} eps_2`` with
+    ``eps_1, eps_2`` standard Gaussian and ``U`` uniform: count noise whose level
+    depends on ``X`` plus about 1% of large outliers.
+
+    Parameters
+    ----------
+    n_samples : int, default=2000
+        Number of rows.
+    random_state : None, int or RandomState, default=None
+        Seed of the simulation (not privacy noise).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 1)
+    y : ndarray of shape (n_samples,)
+    """
+    if not isinstance(n_samples, int | np.integer) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+    rng = check_random_state(random_state)
+    x = rng.uniform(1.0, 5.0, size=n_samples)
+    counts = rng.poisson(np.sin(x) ** 2 + 0.1)
+    noise = 0.03 * x * rng.normal(size=n_samples)
+    outliers = 25.0 * (rng.uniform(size=n_samples) < 0.01) * rng.normal(size=n_samples)
+    return x[:, None], counts + noise + outliers

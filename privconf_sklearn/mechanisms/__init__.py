@@ -5,12 +5,19 @@ Every mechanism takes calibration scores in the public range [0, 1] and returns 
 :class:`PrivacyGuarantee` of the release.
 """
 
-from ._base import Calibration, InfeasibleCalibrationWarning, PrivacyGuarantee, QuantileMechanism
+from ._base import (
+    Calibration,
+    CoverageCertificate,
+    InfeasibleCalibrationWarning,
+    PrivacyGuarantee,
+    QuantileMechanism,
+)
 from .expon_q import ExponQ
 from .split import SplitConformal
 
 __all__ = [
     "Calibration",
+    "CoverageCertificate",
     "ExponQ",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",

@@ -21,6 +21,7 @@ from .._validation import check_alpha, check_unit_scores
 
 __all__ = [
     "Calibration",
+    "CoverageCertificate",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "QuantileMechanism",
@@ -179,6 +180,34 @@ class Calibration:
         return out
 
 
+@dataclass(frozen=True)
+class CoverageCertificate:
+    """Coverage a mechanism certifies from public quantities alone, before any data.
+
+    What a calibration with ``n_samples`` scores at level ``alpha`` would be
+    guaranteed, computed without reading data (so without spending privacy). Used by
+    contract cards and the certificate-aware search (paper 003 Sec. 4).
+
+    Parameters
+    ----------
+    lower_bound : float
+        Lower bound ``L(c)`` on marginal coverage.
+    confidence : float, default=1.0
+        1 for a marginal guarantee; ``1 - beta`` if ``lower_bound`` only holds with that
+        probability over the mechanism's noise.
+    feasible : bool, default=True
+        False when the level is unreachable: the calibration would return the trivial
+        threshold (coverage 1, uninformative sets) without reading data.
+    reason : str, default=""
+        Why it is infeasible, or empty.
+    """
+
+    lower_bound: float
+    confidence: float = 1.0
+    feasible: bool = True
+    reason: str = ""
+
+
 def infeasible_calibration(
     mechanism: str, n_samples: int, alpha: float, reason: str, **details
 ) -> Calibration:
@@ -217,6 +246,15 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         """The guarantee a release of this mechanism carries, from parameters alone.
 
         Used to check a privacy budget before any data is read.
+        """
+
+    @abstractmethod
+    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+        """The coverage guarantee of a calibration on ``n_samples`` scores at ``alpha``.
+
+        Computed from public quantities only; it equals the ``coverage_lower_bound``,
+        ``lower_bound_confidence`` and ``feasible`` of the :class:`Calibration` that
+        :meth:`calibrate` returns for the same ``(n_samples, alpha)``.
         """
 
     @abstractmethod

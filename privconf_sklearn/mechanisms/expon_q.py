@@ -22,7 +22,13 @@ from scipy.special import logsumexp
 
 from .._random import NoiseSource
 from .._validation import check_in_open_interval, check_positive_finite
-from ._base import Calibration, PrivacyGuarantee, QuantileMechanism, infeasible_calibration
+from ._base import (
+    Calibration,
+    CoverageCertificate,
+    PrivacyGuarantee,
+    QuantileMechanism,
+    infeasible_calibration,
+)
 
 __all__ = [
     "ExponQ",
@@ -419,6 +425,22 @@ class ExponQ(QuantileMechanism):
             None if isinstance(self.gamma, str) else float(self.gamma),
         )
 
+    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+        """``1 - alpha`` (Theorem 2) when ``q~ < 1``; infeasible otherwise."""
+        n_bins, _, level = self.resolve_parameters(n_samples, alpha)
+        if n_bins is None:
+            return CoverageCertificate(
+                1.0, feasible=False, reason=self._unreachable(n_samples, alpha, level)
+            )
+        return CoverageCertificate(1.0 - alpha)
+
+    def _unreachable(self, n: int, alpha: float, level: float) -> str:
+        return (
+            f"the inflated level q~ = {level:.4f} >= 1 for n = {n}, epsilon = "
+            f"{self.epsilon}, alpha = {alpha}: more calibration data or a larger "
+            "epsilon is needed."
+        )
+
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
@@ -429,9 +451,7 @@ class ExponQ(QuantileMechanism):
                 type(self).__name__,
                 n,
                 alpha,
-                f"the inflated level q~ = {level:.4f} >= 1 for n = {n}, epsilon = "
-                f"{self.epsilon}, alpha = {alpha}: more calibration data or a larger "
-                "epsilon is needed.",
+                self._unreachable(n, alpha, level),
                 q_tilde=level,
                 gamma=gamma,
                 n_bins=None if isinstance(self.n_bins, str) else int(self.n_bins),

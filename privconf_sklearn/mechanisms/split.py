@@ -6,7 +6,13 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import conformal_rank
-from ._base import Calibration, PrivacyGuarantee, QuantileMechanism, infeasible_calibration
+from ._base import (
+    Calibration,
+    CoverageCertificate,
+    PrivacyGuarantee,
+    QuantileMechanism,
+    infeasible_calibration,
+)
 
 __all__ = ["SplitConformal"]
 
@@ -40,6 +46,15 @@ class SplitConformal(QuantileMechanism):
         """No privacy: the release is an exact order statistic of the data."""
         return PrivacyGuarantee.no_privacy("Exact empirical quantile: no privacy protection.")
 
+    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+        """``k / (n + 1)`` with ``k = ceil((n + 1)(1 - alpha))``; infeasible if ``k > n``."""
+        k = conformal_rank(n_samples, 1.0 - alpha)
+        if k > n_samples:
+            return CoverageCertificate(
+                1.0, feasible=False, reason=_unreachable(k, n_samples, alpha)
+            )
+        return CoverageCertificate(k / (n_samples + 1))
+
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
@@ -47,12 +62,7 @@ class SplitConformal(QuantileMechanism):
         k = conformal_rank(n, 1.0 - alpha)
         if k > n:
             return infeasible_calibration(
-                type(self).__name__,
-                n,
-                alpha,
-                f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
-                f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}.",
-                rank=k,
+                type(self).__name__, n, alpha, _unreachable(k, n, alpha), rank=k
             )
         threshold = float(np.partition(scores, k - 1)[k - 1])
         return Calibration(
@@ -67,6 +77,20 @@ class SplitConformal(QuantileMechanism):
             target_level=k / n,
             details={"rank": k},
         )
+
+
+def _unreachable(k: int, n: int, alpha: float) -> str:
+    return (
+        f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
+        f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}."
+    )
+
+
+def _unreachable(k: int, n: int, alpha: float) -> str:
+    return (
+        f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
+        f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}."
+    )
 
 
 def conformal_rank_min_n(alpha: float) -> int:

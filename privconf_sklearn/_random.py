@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from scipy.special import logsumexp, ndtri
+from scipy.special import ndtri
 
 __all__ = ["NoiseSource", "check_noise_source"]
 
@@ -87,8 +87,8 @@ class NoiseSource:
     def categorical_from_log_weights(self, log_weights: np.ndarray) -> int:
         """Draw index ``j`` with probability proportional to ``exp(log_weights[j])``.
 
-        One uniform and an inverse-CDF search over the normalised cumulative weights,
-        computed in log space (no overflow whatever the weights' magnitude).
+        One uniform and an inverse-CDF search over the cumulative weights, shifted by
+        their maximum first (no overflow whatever the weights' magnitude).
 
         Parameters
         ----------
@@ -100,8 +100,7 @@ class NoiseSource:
         int
             The drawn index.
         """
-        probabilities = np.exp(log_weights - logsumexp(log_weights))
-        cdf = np.cumsum(probabilities)
+        cdf = np.cumsum(np.exp(log_weights - np.max(log_weights)))
         u = self.uniform(1)[0] * cdf[-1]
         index = int(np.searchsorted(cdf, u, side="right"))
         # u < cdf[-1] always; guard the last index against rounding in cumsum.

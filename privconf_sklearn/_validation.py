@@ -19,6 +19,7 @@ __all__ = [
     "check_probabilities",
     "check_unit_scores",
     "conformal_rank",
+    "split_conformal_rank",
 ]
 
 
@@ -77,8 +78,9 @@ def conformal_rank(n: int, level: float) -> int:
     """Return ``ceil((n + 1) * level)`` computed exactly.
 
     The product is evaluated in exact rational arithmetic on the binary value of
-    ``level``, so that e.g. ``n = 99, level = 1 - 0.1`` gives 90 and not the 91 that
-    floating-point rounding of ``100 * 0.9`` would give.
+    ``level``, so no rounding of the product can move the rank. For the level
+    ``1 - alpha`` use :func:`split_conformal_rank`, which also avoids the rounding of
+    ``1 - alpha`` itself.
 
     Parameters
     ----------
@@ -94,6 +96,29 @@ def conformal_rank(n: int, level: float) -> int:
         scores.
     """
     return math.ceil(Fraction(n + 1) * Fraction(level))
+
+
+def split_conformal_rank(n: int, alpha: float) -> int:
+    """Return ``ceil((n + 1) * (1 - alpha))`` with ``1 - alpha`` also computed exactly.
+
+    ``1 - alpha`` rounds in floating point (``1 - 0.1`` is slightly above 0.9), which can
+    push the rank up by one: ``conformal_rank(9, 1 - 0.1)`` is 10 although the exact
+    value for the given ``alpha`` is 9. Use this rather than
+    ``conformal_rank(n, 1 - alpha)`` whenever the level is ``1 - alpha``.
+
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores.
+    alpha : float
+        Miscoverage level in (0, 1).
+
+    Returns
+    -------
+    int
+        The split conformal rank ``k``; ``k > n`` means ``alpha`` is unreachable.
+    """
+    return math.ceil(Fraction(n + 1) * (1 - Fraction(alpha)))
 
 
 def check_unit_scores(scores, name: str = "scores") -> np.ndarray:

@@ -37,19 +37,21 @@ def encode_labels(y, classes) -> np.ndarray:
     order = np.argsort(classes, kind="stable")
     try:
         position = np.searchsorted(classes, y, sorter=order)
-    except TypeError:  # labels not comparable with the classes (e.g. str vs int)
-        position = np.zeros(y.shape[0], dtype=np.intp)
-        unseen = np.ones(y.shape[0], dtype=bool)
+    except TypeError:
+        # Labels of mixed, mutually incomparable types (e.g. str and int): exact lookup.
+        lookup = {label: column for column, label in enumerate(classes.tolist())}
+        columns = np.array([lookup.get(label, -1) for label in y.tolist()], dtype=np.intp)
+        unseen = columns < 0
     else:
-        position = np.minimum(position, classes.shape[0] - 1)
-        unseen = classes[order[position]] != y
+        columns = order[np.minimum(position, classes.shape[0] - 1)]
+        unseen = classes[columns] != y
     if np.any(unseen):
         labels = list(dict.fromkeys(y[unseen].tolist()))
         raise ValueError(
             f"y contains labels the estimator was not fitted on: {labels[:10]}"
             f"{' ...' if len(labels) > 10 else ''}; estimator.classes_ = {classes.tolist()}."
         )
-    return order[position]
+    return columns
 
 
 class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):

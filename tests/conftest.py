@@ -1,7 +1,12 @@
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 from diffprivlib.accountant import BudgetAccountant
+
+# ``tests`` is a package (``from ._stats import ...``); also allow ``import _stats``.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._random import NoiseSource
 from .._validation import check_in_open_interval, check_positive_finite
@@ -117,7 +116,8 @@ def quantile_log_probabilities(
     utility = np.maximum(below / q, above / (1.0 - q))
     sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
     log_weights = -(epsilon / (_slack_factor(monotone) * sensitivity)) * utility
-    return log_weights - logsumexp(log_weights)
+    top = log_weights.max()
+    return log_weights - (top + np.log(np.exp(log_weights - top).sum()))
 
 
 def optimal_gamma(n: int, alpha: float, epsilon: float, *, monotone: bool = False) -> float:

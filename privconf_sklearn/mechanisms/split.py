@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._random import NoiseSource
-from .._validation import conformal_rank
+from .._validation import split_conformal_rank
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -48,7 +48,7 @@ class SplitConformal(QuantileMechanism):
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
         """``k / (n + 1)`` with ``k = ceil((n + 1)(1 - alpha))``; infeasible if ``k > n``."""
-        k = conformal_rank(n_samples, 1.0 - alpha)
+        k = split_conformal_rank(n_samples, alpha)
         if k > n_samples:
             return CoverageCertificate(
                 1.0, feasible=False, reason=_unreachable(k, n_samples, alpha)
@@ -59,7 +59,7 @@ class SplitConformal(QuantileMechanism):
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
         n = scores.shape[0]
-        k = conformal_rank(n, 1.0 - alpha)
+        k = split_conformal_rank(n, alpha)
         if k > n:
             return infeasible_calibration(
                 type(self).__name__, n, alpha, _unreachable(k, n, alpha), rank=k
@@ -98,6 +98,6 @@ def conformal_rank_min_n(alpha: float) -> int:
     # (n + 1)(1 - alpha) <= n  <=>  n >= (1 - alpha) / alpha; search from the floor up
     # in exact arithmetic to avoid an off-by-one from rounding.
     n = max(1, int((1.0 - alpha) / alpha) - 1)
-    while conformal_rank(n, 1.0 - alpha) > n:
+    while split_conformal_rank(n, alpha) > n:
         n += 1
     return n

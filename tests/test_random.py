@@ -1,0 +1,86 @@
+"""The single randomness policy: cryptographic by default, reproducible when seeded."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import privconf_sklearn._random as random_module
+from privconf_sklearn._random import NoiseSource, check_noise_source
+from privconf_sklearn.mechanisms import ExponQ
+
+from ._stats import FALSE_FAILURE
+
+
+def test_none_reads_the_operating_system(monkeypatch):
+    calls = []
+    real = random_module.os.urandom
+
+    def recording(size):
+        calls.append(size)
+        return real(size)
+
+    monkeypatch.setattr(random_module.os, "urandom", recording)
+    source = check_noise_source(None)
+    assert source.cryptographic
+    source.uniform(10)
+    ExponQ(epsilon=1.0).calibrate(np.linspace(0, 1, 5000), 0.1)
+    assert calls == [80, 8]
+
+
+def test_crypto_draws_differ_between_calls():
+    source = check_noise_source(None)
+    assert not np.array_equal(source.uniform(4), source.uniform(4))
+
+
+@pytest.mark.parametrize(
+    "seed", [0, np.int64(3), np.random.default_rng(1), np.random.RandomState(2)]
+)
+def test_seeded_sources_are_reproducible(seed):
+    first = check_noise_source(seed)
+    assert not first.cryptographic
+    if isinstance(seed, int | np.integer):
+        assert np.array_equal(first.uniform(5), check_noise_source(seed).uniform(5))
+    values = first.uniform((3, 4))
+    assert values.shape == (3, 4)
+
+
+def test_source_instance_passes_through():
+    source = NoiseSource(np.random.default_rng(0))
+    assert check_noise_source(source) is source
+
+
+@pytest.mark.parametrize("bad", [-1, "0", 1.5, [1], True])
+def test_bad_random_state(bad):
+    with pytest.raises(ValueError, match="random_state"):
+        check_noise_source(bad)
+
+
+@pytest.mark.parametrize("random_state", [None, 0])
+def test_uniform_laplace_normal_distributions(random_state):
+    source = check_noise_source(random_state)
+    u = source.uniform(50000)
+    assert ((u > 0) & (u < 1)).all()
+    assert stats.kstest(u, "uniform").pvalue > FALSE_FAILURE
+    assert stats.kstest(source.laplace(2.0, 50000), stats.laplace(scale=2.0).cdf).pvalue > (
+        FALSE_FAILURE
+    )
+    assert stats.kstest(source.normal(3.0, 50000), stats.norm(scale=3.0).cdf).pvalue > (
+        FALSE_FAILURE
+    )
+
+
+def test_categorical_from_log_weights():
+    source = check_noise_source(7)
+    log_weights = np.array([-1e6, -1e6 + np.log(3.0), -np.inf, -1e6 + np.log(6.0)])
+    draws = np.array([source.categorical_from_log_weights(log_weights) for _ in range(20000)])
+    counts = np.bincount(draws, minlength=4)
+    assert counts[2] == 0
+    expected = np.array([0.1, 0.3, 0.6]) * draws.size
+    statistic = (((counts[[0, 1, 3]] - expected) ** 2) / expected).sum()
+    assert statistic <= stats.chi2.isf(FALSE_FAILURE, df=2)
+
+
+def test_mechanism_noise_varies_without_seed():
+    scores = np.random.default_rng(0).uniform(size=3000)
+    thresholds = {ExponQ(epsilon=0.2).calibrate(scores, 0.1).threshold for _ in range(30)}
+    assert len(thresholds) > 1

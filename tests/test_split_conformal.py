@@ -1,0 +1,66 @@
+"""SplitConformal: the exact conformal order statistic, and unreachable levels."""
+
+import numpy as np
+import pytest
+
+from privconf_sklearn import InfeasibleCalibrationWarning, PrivateConformalClassifier
+from privconf_sklearn._validation import conformal_rank, split_conformal_rank
+from privconf_sklearn.mechanisms import SplitConformal
+from privconf_sklearn.mechanisms.split import conformal_rank_min_n
+
+
+@pytest.mark.parametrize("n", [9, 10, 19, 99, 100, 999, 2400, 10001])
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.1, 0.2, 0.5, 0.9])
+def test_threshold_is_the_conformal_order_statistic(n, alpha):
+    scores = np.random.default_rng(n).uniform(size=n)
+    k = split_conformal_rank(n, alpha)
+    if k > n:
+        with pytest.warns(InfeasibleCalibrationWarning):
+            calibration = SplitConformal().calibrate(scores, alpha)
+        assert calibration.threshold == 1.0 and not calibration.feasible
+        return
+    calibration = SplitConformal().calibrate(scores, alpha)
+    assert calibration.threshold == np.sort(scores)[k - 1]
+    assert calibration.coverage_lower_bound == k / (n + 1) >= 1 - alpha
+    assert calibration.details["rank"] == k
+
+
+def test_rank_is_exact_where_floats_round():
+    # 1 - 0.1 rounds up in floating point: the exact product with the rounded level
+    # is one too high, the exact rank for the given alpha is 9.
+    assert conformal_rank(9, 1 - 0.1) == 10
+    assert split_conformal_rank(9, 0.1) == 9
+    assert split_conformal_rank(4, 0.2) == 4
+    assert split_conformal_rank(99, 0.1) == 90
+    assert split_conformal_rank(999, 0.05) == 950
+    # With the exact rank, n = 9 reaches alpha = 0.1 (coverage >= 9/10).
+    assert SplitConformal().calibrate(np.arange(9) / 9, 0.1).threshold == 8 / 9
+
+
+def test_ties_are_kept_in_the_set():
+    scores = np.array([0.2] * 50 + [0.7] * 50)
+    calibration = SplitConformal().calibrate(scores, 0.1)
+    assert calibration.threshold == 0.7
+
+
+def test_too_small_calibration_set_gives_full_sets():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 2))
+    y = (X[:, 0] > 0).astype(int)
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression().fit(X, y)
+    pcc = PrivateConformalClassifier(model, mechanism=SplitConformal(), alpha=0.05)
+    with pytest.warns(InfeasibleCalibrationWarning, match="at least 19 calibration scores"):
+        pcc.fit_calibrate(X[:10], y[:10])
+    assert not pcc.calibration_.feasible
+    assert "exceeds n = 10" in pcc.calibration_.reason
+    assert pcc.calibration_.privacy.epsilon == 0.0  # nothing was read
+    assert pcc.predict_set(X).all()
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.1, 0.3])
+def test_minimum_calibration_size(alpha):
+    n = conformal_rank_min_n(alpha)
+    assert split_conformal_rank(n, alpha) <= n
+    assert split_conformal_rank(n - 1, alpha) > n - 1

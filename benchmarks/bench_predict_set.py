@@ -14,6 +14,7 @@ import argparse
 import gc
 import time
 import tracemalloc
+from functools import partial
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -88,19 +89,18 @@ def run(sizes, repeats):
             pcc = PrivateConformalClassifier(
                 model, mechanism=SplitConformal(), conformity_score=score, alpha=0.1
             ).fit_calibrate(proba[:2000], y_cal)
-            t = pcc.threshold_
             baseline = numpy_lac if score == "lac" else numpy_aps
-            t_ours, m_ours, ours = measure(lambda: pcc.predict_set(proba), repeats)
+            t_ours, m_ours, ours = measure(partial(pcc.predict_set, proba), repeats)
             t_batch, m_batch, batched = measure(
-                lambda: pcc.predict_set(proba, batch_size=10000), repeats
+                partial(pcc.predict_set, proba, batch_size=10000), repeats
             )
-            t_numpy, m_numpy, plain = measure(lambda: baseline(proba, t), repeats)
+            t_numpy, m_numpy, plain = measure(partial(baseline, proba, pcc.threshold_), repeats)
             agreement = float((ours == plain).all(axis=1).mean())
             assert np.array_equal(ours, batched)
             mapie = mapie_predict_set(model, proba[:2000], y_cal, score, 0.1)
             t_mapie = m_mapie = None
             if mapie is not None:
-                t_mapie, m_mapie, _ = measure(lambda: mapie(proba), max(1, repeats // 2))
+                t_mapie, m_mapie, _ = measure(partial(mapie, proba), max(1, repeats // 2))
             rows.append((n, k, score, t_ours, m_ours, t_batch, m_batch, t_numpy, m_numpy,
                          t_mapie, m_mapie, agreement))
     return rows

@@ -5,15 +5,24 @@ a private quantile mechanism, and get prediction sets or intervals with a stated
 coverage guarantee and a stated privacy guarantee for the calibration set.
 """
 
+from .cards import CertificateAwareSearch, Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import Calibration, InfeasibleCalibrationWarning, PrivacyGuarantee
+from .regression import PrivateConformalRegressor, QuantilePair, ScoreBoundsWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Calibration",
+    "CertificateAwareSearch",
+    "Contract",
+    "ContractCard",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "PrivateConformalClassifier",
+    "PrivateConformalRegressor",
+    "QuantilePair",
+    "ScoreBoundsWarning",
     "__version__",
+    "verify_card",
 ]

@@ -1,9 +1,10 @@
-"""Command line: ``python -m privconf_sklearn demo``."""
+"""Command line: ``python -m privconf_sklearn demo`` and ``... card show|verify card.json``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -17,6 +18,28 @@ def _demo(args: argparse.Namespace) -> int:
         score=args.score,
         seed=args.seed,
     )
+    return 0
+
+
+def _card(args: argparse.Namespace) -> int:
+    from .cards import ContractCard, verify_card
+
+    if args.action == "verify":
+        result = verify_card(Path(args.path))
+        print(result.report())
+        return result.exit_code
+    try:
+        card = ContractCard.load(args.path)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read {args.path}: {exc}", file=sys.stderr)
+        return 2
+    if card.compute_digest() != card.formal_sha256:
+        print(
+            "warning: formal_sha256 does not match the formal layer (edited card); run "
+            "'card verify'.",
+            file=sys.stderr,
+        )
+    print(card.to_json() if args.format == "json" else card.to_markdown(), end="")
     return 0
 
 
@@ -42,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed the privacy noise (reproducible, not for production); default: OS entropy",
     )
     demo.set_defaults(handler=_demo)
+    card = commands.add_parser(
+        "card",
+        help="show or verify a contract card (JSON); verify exits 0 if the contract is met, "
+        "1 if not (or no contract), 2 if the card is unreadable or inconsistent",
+    )
+    card.add_argument("action", choices=["show", "verify"])
+    card.add_argument("path", help="card JSON file (ContractCard.save)")
+    card.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    card.set_defaults(handler=_card)
     return parser
 
 

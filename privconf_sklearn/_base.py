@@ -10,6 +10,7 @@ the public score bounds.
 from __future__ import annotations
 
 import numbers
+import struct
 from abc import ABCMeta, abstractmethod
 from dataclasses import replace
 from typing import Any
@@ -77,6 +78,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     def _broken_privacy_reason(self, bounds_record: dict) -> str | None:
         """Why the privacy guarantee does not hold for this fit, or None."""
         return None
+
+    def _calibration_record(self, calibration: Calibration, bounds_record: dict) -> dict:
+        """Entries added to ``calibration_.details`` (default: the bounds record)."""
+        return bounds_record
 
     # ------------------------------------------------------------- validation
     def _resolve_score(self) -> BaseConformityScore:
@@ -181,8 +186,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                     "estimator is not refitted."
                 )
             return self.fit_calibrate(X, y, groups=groups)
+        _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
-        _check_same_length(X, y)
         (X_train, y_train), (X_cal, y_cal, groups_cal) = self._split(X, y, groups)
         estimator = clone(self.estimator).fit(X_train, y_train, **fit_params)
         return self._calibrate(estimator, X_cal, y_cal, groups_cal)
@@ -217,15 +222,15 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         accountant.check(*planned.accountant_spend())
         score.check_estimator(estimator)
 
+        n = _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
-        n = _check_same_length(X, y)
         if n == 0:
             raise ValueError("The calibration set is empty: calibration needs at least one row.")
         encoded = self._encode_targets(y, estimator)
         outputs = score.estimator_outputs(estimator, X)
         raw_scores = score.conformity_scores(outputs, encoded, random_state=self.random_state)
         (low, high), clipped_scores, bounds_record = self._public_bounds(score, raw_scores)
-        unit_scores = (clipped_scores - low) / (high - low)
+        unit_scores = to_unit_range(clipped_scores, low, high)
 
         calibration = mechanism.calibrate(
             unit_scores, alpha, groups=groups, random_state=self.random_state
@@ -233,6 +238,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         broken = self._broken_privacy_reason(bounds_record)
         if broken is not None:
             calibration = _with_privacy(calibration, calibration.privacy.broken(broken))
+        threshold = threshold_in_score_units(calibration, clipped_scores, unit_scores, low, high)
+        record = self._calibration_record(calibration, bounds_record)
+        if record:
+            calibration = replace(calibration, details={**calibration.details, **record})
         epsilon, delta = calibration.privacy.accountant_spend()
         if epsilon > 0 or delta > 0:
             accountant.spend(epsilon, delta)
@@ -242,7 +251,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         self.mechanism_ = mechanism
         self.calibration_ = calibration
         self.score_bounds_ = (float(low), float(high))
-        self.threshold_ = float(low + calibration.threshold * (high - low))
+        self.threshold_ = threshold
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(estimator, name):
                 setattr(self, name, getattr(estimator, name))
@@ -300,6 +309,21 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         check_is_fitted(self, "calibration_")
         return self.estimator_.predict(X)
 
+    @property
+    def card_(self):
+        """Contract card of this calibration, without a contract (paper 003 Table 1).
+
+        A new :class:`~privconf_sklearn.cards.ContractCard` on each access, with the
+        formal layer filled from ``calibration_`` and ``eps_train`` read from a
+        diffprivlib model. Keep the object to fill diagnostics
+        (``card = est.card_.evaluate(X_test, y_test)``); check a contract with
+        ``ContractCard.from_estimator(est, contract, epsilon_train=...)``.
+        """
+        check_is_fitted(self, "calibration_")
+        from .cards import ContractCard
+
+        return ContractCard.from_estimator(self)
+
     # --------------------------------------------------------- scikit-learn
     def __sklearn_clone__(self):
         """Clone parameters, but keep a prefit estimator and the accountant by reference.
@@ -333,12 +357,104 @@ def _check_y_given(y) -> None:
         )
 
 
-def _check_same_length(X, y) -> int:
+def _check_same_length(X, y, groups=None) -> int:
     n, n_y = _num_samples(X), _num_samples(y)
     if n_y != n:
         raise ValueError(f"X has {n} rows but y has {n_y}: they must match.")
+    if groups is not None and _num_samples(groups) != n:
+        raise ValueError(
+            f"groups has {_num_samples(groups)} entries but X has {n} rows: give one agent "
+            "id per row."
+        )
     return n
 
 
 def _with_privacy(calibration: Calibration, privacy) -> Calibration:
     return replace(calibration, privacy=privacy)
+
+
+_FLOAT64, _INT64 = struct.Struct("<d"), struct.Struct("<q")
+
+
+def to_unit_range(scores, low: float, high: float):
+    """Map scores in the public range ``[low, high]`` to [0, 1]: ``(s - low) / (high - low)``.
+
+    The one expression used for calibration scores and, through
+    :func:`threshold_in_score_units`, for the threshold: it is non-decreasing in ``s``
+    in floating point (a rounded subtraction, then a rounded division by a positive
+    constant), so ``{s : to_unit_range(s) <= t}`` is a half-line.
+    """
+    return (scores - low) / (high - low)
+
+
+def _ordered_key(value: float) -> int:
+    """Integer key ordered like the float64 values (``-0.0`` and ``0.0`` share key 0)."""
+    bits = _INT64.unpack(_FLOAT64.pack(value))[0]
+    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _from_ordered_key(key: int) -> float:
+    magnitude = _FLOAT64.unpack(_INT64.pack(abs(key)))[0]
+    return magnitude if key >= 0 else -magnitude
+
+
+def threshold_in_score_units(
+    calibration: Calibration,
+    clipped_scores: np.ndarray,
+    unit_scores: np.ndarray,
+    low: float,
+    high: float,
+) -> float:
+    """The score threshold ``T`` that covers exactly what the unit threshold covers.
+
+    A score ``s`` is covered iff ``to_unit_range(s) <= t`` for the mechanism's threshold
+    ``t``. Mapping ``t`` back by ``low + t (high - low)`` can move it by an ulp either
+    way, and the map is not one-to-one (several scores round to the same unit value),
+    so instead:
+
+    - ``T`` is the largest float64 ``s`` in ``[low, high]`` with
+      ``to_unit_range(s) <= t``, found by bisection on the ordered float64 bit
+      patterns (at most 64 steps). Then ``s <= T`` iff ``to_unit_range(s) <= t`` for
+      every ``s`` in ``[low, high]``: prediction and calibration compare the same
+      floats. ``T`` depends on ``t`` and the public bounds only, so it costs no privacy.
+      ``t = 1`` gives ``T = high``.
+    - For a non-private release (``privacy.notion == "none"``) whose ``t`` is the image
+      of a calibration score, ``T`` is the largest calibration score with that image:
+      the order statistic the mechanism picked, in score units, exactly (so split
+      conformal intervals equal MAPIE's bit for bit). It covers every calibration
+      score the mechanism counted as covered and no other, and lies below the first
+      bullet's ``T`` only by an interval of scores that all map to ``t`` and hold no
+      calibration score.
+
+    For the identity map (``low = 0``, ``high = 1``, classification) ``T = t``.
+
+    Parameters
+    ----------
+    calibration : Calibration
+        The mechanism's release.
+    clipped_scores, unit_scores : ndarray of shape (n_samples,)
+        Calibration scores in ``[low, high]`` and their images in [0, 1].
+    low, high : float
+        Public score range.
+
+    Returns
+    -------
+    float
+    """
+    t = calibration.threshold
+    if calibration.privacy.notion == "none":
+        covered = unit_scores <= t
+        if covered.any():
+            candidate = clipped_scores[covered].max()
+            if to_unit_range(candidate, low, high) == t:
+                return float(candidate)
+    if to_unit_range(high, low, high) <= t:
+        return float(high)
+    below, above = _ordered_key(low), _ordered_key(high)  # image(low) = 0 <= t < image(high)
+    while above - below > 1:
+        middle = (below + above) // 2
+        if to_unit_range(_from_ordered_key(middle), low, high) <= t:
+            below = middle
+        else:
+            above = middle
+    return _from_ordered_key(below)

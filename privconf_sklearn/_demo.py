@@ -2,7 +2,8 @@
 
 Paper 002 Sec. 5.1 setting: simulated two-Gaussian data (n = 10000, split 60/24/16), a
 diffprivlib Gaussian naive Bayes trained with epsilon = 2, and one private calibration
-per mechanism at alpha = 0.1, epsilon_cal = 1.
+per mechanism at alpha = 0.1, epsilon_cal = 1; ends with the contract card (paper 003)
+of the ExponQ calibration.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ import numpy as np
 from diffprivlib.accountant import BudgetAccountant
 from diffprivlib.models import GaussianNB
 
+from .cards import Contract, ContractCard
 from .classification import PrivateConformalClassifier
 from .datasets import make_two_gaussians
-from .mechanisms import ExponQ, SplitConformal
+from .mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, SplitConformal
 from .metrics import mean_set_size, set_coverage, singleton_rate
 
 __all__ = ["demo_mechanisms", "run_demo"]
 
 #: Public feature bounds given to the DP model (about 3.5 standard deviations).
 FEATURE_BOUNDS = (-10.0, 10.0)
+
+#: Failure probability of the contract whose card the demo prints for ExponQ
+#: (target 1 - alpha, epsilon_train <= epsilon_model, epsilon_cal <= epsilon_cal).
+DEMO_CONTRACT_BETA = 1e-3
 
 
 def demo_mechanisms(epsilon_cal: float):
@@ -31,6 +37,13 @@ def demo_mechanisms(epsilon_cal: float):
         ("SplitConformal (non-private)", SplitConformal()),
         ("ExponQ", ExponQ(epsilon=epsilon_cal)),
         ("ExponQ (monotone)", ExponQ(epsilon=epsilon_cal, monotone=True)),
+        # Paper 002's setting rho = eps^2 / 2: zCDP, NOT eps-DP (the table prints both).
+        (f"P-COQS (rho = {epsilon_cal**2 / 2:g})", PCOQS(rho=epsilon_cal**2 / 2)),
+        ("P-COQS inflated", PCOQS(rho=epsilon_cal**2 / 2, inflated=True)),
+        ("DP-APS", DPAPS(epsilon=epsilon_cal)),
+        # Federated (paper 004): the calibration rows are spread over agents via groups.
+        ("FedCP-QQ (non-private)", FedCPQQ()),
+        ("FedCP2-QQ (local DP)", FedCP2QQ(epsilon=epsilon_cal)),
     ]
 
 
@@ -38,7 +51,7 @@ def _format_privacy(privacy) -> str:
     if privacy.notion == "none":
         return "none (eps = inf)"
     if privacy.notion == "zcdp":
-        return f"{privacy.rho:g}-zCDP = ({privacy.epsilon:.3g}, {privacy.delta:.0e})-DP"
+        return f"{privacy.rho:.3g}-zCDP = ({privacy.epsilon:.3g}, {privacy.delta:.0e})-DP"
     kind = "local " if privacy.notion == "local" else ""
     return f"{privacy.epsilon:g}-{kind}DP"
 
@@ -156,4 +169,14 @@ def run_demo(
         "coverage/set size/singleton: on the test rows; cov. bound: formal lower bound on "
         "coverage (* = holds with probability 1 - beta only); eps total: model + calibration."
     )
+    exponq = next(row for row in rows if row["mechanism"] == "ExponQ")
+    contract = Contract(
+        target_coverage=1.0 - alpha,
+        max_epsilon_train=epsilon_model,
+        max_epsilon_cal=epsilon_cal,
+        beta=DEMO_CONTRACT_BETA,
+    )
+    card = ContractCard.from_estimator(exponq["estimator"], contract).evaluate(X_test, y_test)
+    print_fn("")
+    print_fn(card.to_markdown())
     return rows

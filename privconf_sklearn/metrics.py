@@ -7,8 +7,10 @@ from sklearn.utils.validation import column_or_1d
 
 __all__ = [
     "interval_coverage",
+    "interval_coverage_scorer",
     "mean_interval_width",
     "mean_set_size",
+    "neg_mean_interval_width_scorer",
     "neg_mean_set_size_scorer",
     "set_coverage",
     "set_coverage_scorer",
@@ -90,3 +92,13 @@ def neg_mean_set_size_scorer(estimator, X, y) -> float:
 def set_coverage_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: empirical coverage of the prediction sets."""
     return set_coverage(y, estimator.predict_set(X), estimator.classes_)
+
+
+def neg_mean_interval_width_scorer(estimator, X, y) -> float:
+    """Scorer for ``GridSearchCV``: minus the mean interval width (greater is better)."""
+    return -mean_interval_width(estimator.predict_interval(X))
+
+
+def interval_coverage_scorer(estimator, X, y) -> float:
+    """Scorer for ``GridSearchCV``: empirical coverage of the prediction intervals."""
+    return interval_coverage(y, estimator.predict_interval(X))

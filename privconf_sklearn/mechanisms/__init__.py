@@ -12,13 +12,20 @@ from ._base import (
     PrivacyGuarantee,
     QuantileMechanism,
 )
+from .dp_aps import DPAPS
 from .expon_q import ExponQ
+from .fedcp import FedCP2QQ, FedCPQQ
+from .pcoqs import PCOQS
 from .split import SplitConformal
 
 __all__ = [
+    "DPAPS",
+    "PCOQS",
     "Calibration",
     "CoverageCertificate",
     "ExponQ",
+    "FedCP2QQ",
+    "FedCPQQ",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "QuantileMechanism",

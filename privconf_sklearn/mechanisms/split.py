@@ -86,13 +86,6 @@ def _unreachable(k: int, n: int, alpha: float) -> str:
     )
 
 
-def _unreachable(k: int, n: int, alpha: float) -> str:
-    return (
-        f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
-        f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}."
-    )
-
-
 def conformal_rank_min_n(alpha: float) -> int:
     """Smallest n for which ``ceil((n + 1)(1 - alpha)) <= n``."""
     # (n + 1)(1 - alpha) <= n  <=>  n >= (1 - alpha) / alpha; search from the floor up

@@ -2,5 +2,15 @@
 
 from ._base import BaseConformityScore
 from .classification import APS, LAC, ClassificationScore
+from .regression import CQR, AbsoluteResidual, NormalizedResidual, RegressionScore
 
-__all__ = ["APS", "LAC", "BaseConformityScore", "ClassificationScore"]
+__all__ = [
+    "APS",
+    "CQR",
+    "LAC",
+    "AbsoluteResidual",
+    "BaseConformityScore",
+    "ClassificationScore",
+    "NormalizedResidual",
+    "RegressionScore",
+]

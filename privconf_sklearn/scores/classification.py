@@ -8,6 +8,8 @@ calibration scores, so ``y in C(x)`` if and only if ``score(x, y) <= threshold``
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -45,6 +47,7 @@ class ClassificationScore(BaseConformityScore):
         return proba.astype(np.float64, copy=False)
 
 
+@lru_cache(maxsize=256)
 def _lac_cutoff(threshold: float) -> float:
     """Smallest float64 ``c >= 0`` with ``fl(1 - c) <= threshold``, for ``threshold < 1``.
 

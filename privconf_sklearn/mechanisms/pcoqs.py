@@ -1,0 +1,543 @@
+"""P-COQS: private conformal calibration by noisy binary search (paper 002).
+
+Romanus and Molinari, "Differentially Private Conformal Prediction via Quantile Binary
+Search" (2025), Algorithms 1-2, Proposition 1 and Theorem 2, with the corrections of
+DESIGN.md:
+
+2. the guarantee is rho-zCDP (reported with its (epsilon, delta) conversion), not pure
+   epsilon-DP; the user states ``rho`` or ``(epsilon, delta)``;
+3. exactly ``N`` noisy count queries (the printed ``while i <= N`` makes ``N + 1`` with
+   noise calibrated for ``N``), and no rounding of the output;
+8. ``N`` is capped where the halved interval reaches the floating-point spacing, and
+   scores outside the public sub-range ``bounds`` are clipped and counted, not dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import ndtri
+
+from .._random import NoiseSource
+from .._validation import check_in_open_interval, check_positive_finite, split_conformal_rank
+from ._base import (
+    Calibration,
+    CoverageCertificate,
+    PrivacyGuarantee,
+    QuantileMechanism,
+    infeasible_calibration,
+)
+from ._zcdp import gaussian_epsilon, gaussian_mu
+
+__all__ = ["PCOQS", "SearchPlan", "noisy_binary_search", "query_count", "search_plan"]
+
+#: Delta of the (epsilon, delta) conversion reported when only ``rho`` is stated.
+DEFAULT_REPORT_DELTA = 1e-5
+
+
+def query_count(lower: float, upper: float, step: float) -> tuple[int, int]:
+    """Number of noisy count queries of the binary search on ``[lower, upper]``.
+
+    Paper 002 Algorithm 1: ``N = ceil(log2((upper - lower) / step))``, the number of
+    halvings after which the interval is at most ``step`` wide, computed exactly
+    (powers of two by :func:`math.ldexp`, no rounding of ``log2``). DESIGN.md
+    correction 8: once the interval is one floating-point spacing wide (the spacing at
+    ``max(|lower|, |upper|)``, ``2**-52`` on [0, 1]) a midpoint can no longer fall
+    strictly inside it, so further queries would spend privacy without moving the
+    threshold; ``N`` is capped at that number of halvings (52 on [0, 1]).
+
+    Parameters
+    ----------
+    lower, upper : float
+        Public search range, ``lower < upper``.
+    step : float
+        Requested final interval width, ``0 < step < upper - lower``.
+
+    Returns
+    -------
+    n_queries : int
+        ``N`` actually used (after the cap).
+    n_requested : int
+        ``ceil(log2((upper - lower) / step))`` before the cap.
+    """
+    width = upper - lower
+    requested = max(1, math.ceil(math.log2(width / step)))
+    while math.ldexp(width, -requested) > step:
+        requested += 1
+    while requested > 1 and math.ldexp(width, -(requested - 1)) <= step:
+        requested -= 1
+    spacing = float(np.spacing(max(abs(lower), abs(upper))))
+    resolvable = 0
+    while math.ldexp(width, -(resolvable + 1)) >= spacing:
+        resolvable += 1
+    return min(requested, resolvable), requested
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Everything P-COQS fixes from its parameters before reading data.
+
+    Attributes
+    ----------
+    rho : float
+        zCDP parameter of the whole search.
+    epsilon, delta : float
+        The (epsilon, delta)-DP statement reported with it (exact Gaussian conversion).
+    lower, upper : float
+        Public search range ``[a, b]``.
+    n_queries : int
+        Number ``N`` of noisy count queries.
+    n_queries_requested : int
+        ``ceil(log2((b - a) / step))`` before the floating-point cap.
+    resolution : float
+        Width ``(b - a) / 2**N`` of the final interval.
+    noise_sd : float
+        ``sqrt(N / (2 rho))``: each query is ``(1 / (2 sigma^2)) = rho / N``-zCDP.
+    tau : float
+        Rank error of Proposition 1, ``sqrt(N / rho * log(2 N / beta))``.
+    rank_inflation : float
+        One-sided rank slack of the inflated variant, ``sigma * Phi^{-1}(1 - beta / N)``.
+    beta : float
+        Failure probability of the rank-error bounds.
+    """
+
+    rho: float
+    epsilon: float
+    delta: float
+    lower: float
+    upper: float
+    n_queries: int
+    n_queries_requested: int
+    resolution: float
+    noise_sd: float
+    tau: float
+    rank_inflation: float
+    beta: float
+
+
+@lru_cache(maxsize=256)
+def search_plan(
+    rho: float | None,
+    epsilon: float | None,
+    delta: float,
+    lower: float,
+    upper: float,
+    step: float,
+    beta: float,
+) -> SearchPlan:
+    """The :class:`SearchPlan` of validated parameters (public quantities only, cached).
+
+    With ``rho`` given, epsilon is the exact Gaussian conversion at ``delta``; with
+    ``(epsilon, delta)`` given, rho is the largest whose Gaussian composition is
+    (epsilon, delta)-DP (:mod:`._zcdp`).
+    """
+    if rho is None:
+        rho = gaussian_mu(epsilon, delta) ** 2 / 2.0
+    else:
+        epsilon = gaussian_epsilon(math.sqrt(2.0 * rho), delta)
+    n_queries, requested = query_count(lower, upper, step)
+    noise_sd = math.sqrt(n_queries / (2.0 * rho))
+    return SearchPlan(
+        rho=rho,
+        epsilon=epsilon,
+        delta=delta,
+        lower=lower,
+        upper=upper,
+        n_queries=n_queries,
+        n_queries_requested=requested,
+        resolution=math.ldexp(upper - lower, -n_queries),
+        noise_sd=noise_sd,
+        tau=math.sqrt(n_queries / rho * math.log(2.0 * n_queries / beta)),
+        rank_inflation=-noise_sd * float(ndtri(beta / n_queries)),
+        beta=beta,
+    )
+
+
+#: Below this many remaining scores the counter switches to a sorted Python list and
+#: :func:`bisect.bisect_right`, cheaper than numpy calls on tiny arrays.
+_SMALL_ACTIVE_SET = 64
+
+
+class _RankCounter:
+    """Exact counts ``#{s <= t}`` for a bisection, on a shrinking subset of the scores.
+
+    Only scores inside the current interval ``(left, right]`` are kept; those at or
+    below ``left`` are a stored count. Each query scans the remaining scores once, and
+    the subset halves with the interval (for scores without heavy ties), so the whole
+    search reads about ``2n`` values instead of ``N n``.
+    """
+
+    def __init__(self, scores: np.ndarray, lower: float, upper: float):
+        self.below = int(np.count_nonzero(scores <= lower))
+        self._array = scores[(scores > lower) & (scores <= upper)]
+        self._sorted: list[float] | None = None
+        self._at_most: np.ndarray | None = None
+        self._split = 0
+        self._switch_if_small()
+
+    def _switch_if_small(self) -> None:
+        if self._sorted is None and self._array.shape[0] <= _SMALL_ACTIVE_SET:
+            self._sorted = sorted(self._array.tolist())
+
+    def count_at_most(self, point: float) -> int:
+        """``#{i : s_i <= point}`` for ``point`` in the current interval."""
+        if self._sorted is not None:
+            self._split = bisect_right(self._sorted, point)
+            return self.below + self._split
+        self._at_most = self._array <= point
+        return self.below + int(np.count_nonzero(self._at_most))
+
+    def narrow(self, keep_lower_half: bool, count: int) -> None:
+        """Drop the half of the interval the search left (``count`` from the last query)."""
+        if not keep_lower_half:
+            self.below = count
+        if self._sorted is not None:
+            if keep_lower_half:
+                self._sorted = self._sorted[: self._split]
+            else:
+                self._sorted = self._sorted[self._split :]
+            return
+        mask = self._at_most if keep_lower_half else ~self._at_most
+        self._array = self._array[mask]
+        self._switch_if_small()
+
+
+def noisy_binary_search(
+    scores: np.ndarray, target: float, lower: float, upper: float, noise_values: np.ndarray
+) -> tuple[float, bool]:
+    """Paper 002 Algorithm 1 with exactly ``len(noise_values)`` noisy count queries.
+
+    Query ``i`` asks ``c_i = #{s <= mid_i} + noise_values[i]`` at the midpoint of the
+    current interval; ``c_i >= target`` keeps the lower half (``right <- mid``),
+    otherwise the upper half (``left <- mid``). The release is ``right``, the last
+    midpoint whose noisy count reached the target: the paper's final midpoint is at
+    most half a ``step`` lower, and ``right`` is the point the coverage argument
+    certifies whatever the ties in the scores. If no query reached the target the
+    release is 1, the top of the public range (not ``upper``, which no count
+    certified when scores lie above it).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n,)
+        Calibration scores in [0, 1] (not clipped: for midpoints in ``(lower, upper)``
+        the counts of raw and clipped scores are equal).
+    target : float
+        Rank the noisy counts are compared with.
+    lower, upper : float
+        Public search range.
+    noise_values : ndarray of shape (N,)
+        One Gaussian noise value per query, drawn before the search.
+
+    Returns
+    -------
+    threshold : float
+        The released threshold.
+    certified : bool
+        Whether some query reached the target (else the threshold is 1).
+    """
+    counter = _RankCounter(scores, lower, upper)
+    left, right = lower, upper
+    certified = False
+    for noise_value in noise_values.tolist():
+        middle = 0.5 * (left + right)
+        count = counter.count_at_most(middle)
+        keep_lower_half = count + noise_value >= target
+        counter.narrow(keep_lower_half, count)
+        if keep_lower_half:
+            right, certified = middle, True
+        else:
+            left = middle
+    return (right if certified else 1.0), certified
+
+
+@lru_cache(maxsize=256)
+def _guarantee(plan: SearchPlan) -> PrivacyGuarantee:
+    """The :class:`PrivacyGuarantee` of a :class:`SearchPlan` (see :class:`PCOQS`)."""
+    return PrivacyGuarantee(
+        notion="zcdp",
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        rho=plan.rho,
+        adjacency="replace-one or add/remove (n public)",
+        description=(
+            f"{plan.n_queries} Gaussian count queries of sensitivity 1 with noise sd "
+            f"{plan.noise_sd:.4g}: rho-zCDP and exactly sqrt(2 rho)-Gaussian DP, hence "
+            f"({plan.epsilon:.4g}, {plan.delta:.3g})-DP by the analytic Gaussian "
+            "conversion. Not pure epsilon-DP."
+        ),
+    )
+
+
+class PCOQS(QuantileMechanism):
+    """Private conformal calibration by noisy binary search (P-COQS, paper 002).
+
+    The threshold is found by bisection of the public range ``bounds = [a, b]``: each
+    of exactly ``N = ceil(log2((b - a) / step))`` steps asks the noisy count
+    ``#{s_i <= mid} + N(0, N / (2 rho))`` and keeps the lower half when it reaches the
+    target rank ``r = ceil((n + 1)(1 - alpha))`` (Algorithm 1). ``N`` is capped at the
+    floating-point resolution of ``[a, b]`` (52 halvings on [0, 1]; DESIGN.md
+    correction 8; ``details["n_queries_capped"]``). The release is the upper end of the
+    final interval, unrounded, or 1 (the top of the public range) if no noisy count
+    reached the target (:func:`noisy_binary_search`).
+
+    **Privacy.** A count ``#{s_i <= t}`` changes by at most 1 when one score is added,
+    removed or replaced, and the target rank moves by at most 1 when ``n`` changes by
+    one, so each comparison is a Gaussian mechanism of sensitivity 1 and noise
+    ``sigma = sqrt(N / (2 rho))``: ``rho / N``-zCDP and ``(1 / sigma)``-Gaussian DP. The
+    ``N`` adaptive queries compose to rho-zCDP (Proposition 1) and, exactly, to
+    ``mu = sqrt(2 rho)``-Gaussian DP (Dong, Roth and Su 2022, Corollary 3.3); the
+    threshold is post-processing. The reported epsilon at ``delta`` is the exact
+    (epsilon, delta) curve of ``mu``-GDP (analytic Gaussian, Balle and Wang 2018),
+    valid because the mechanism is Gaussian, and tighter than the generic zCDP
+    conversions (see :mod:`privconf_sklearn.mechanisms._zcdp`). This is not pure
+    epsilon-DP: paper 002's experiments set ``rho = eps^2 / 2`` and call it eps-DP, which
+    is wrong (DESIGN.md correction 2); ``rho = 0.5`` is (4.38, 1e-5)-DP. The
+    ``BudgetAccountant`` records (epsilon, delta).
+
+    **Coverage, default (``inflated=False``).** Let ``W_i`` be the query noises and ``E``
+    the event ``|W_i| <= tau`` for all ``i``, with Proposition 1's
+    ``tau = sqrt(N / rho * log(2 N / beta))``; ``P(E) >= 1 - beta``. The noise is
+    drawn independently of the data, and on ``E`` every query that kept the lower half
+    had ``#{s <= mid} >= r - tau``, so the threshold is at least the
+    ``ceil(r - tau)``-th smallest score (or is 1). Hence, with probability at least
+    ``1 - beta`` over the noise, coverage (over calibration and test data, given the
+    noise) is at least ``ceil(r - tau) / (n + 1) >= 1 - alpha - tau / (n + 1)``.
+    Theorem 2's ``1 - alpha - tau / (n + 1)`` is the reported ``coverage_lower_bound``,
+    with ``lower_bound_confidence = 1 - beta``; it is an approximate guarantee, and the
+    marginal coverage (averaging over the noise too) is only guaranteed to exceed it
+    minus ``beta``.
+
+    Theorem 2's upper bound is not a certificate: on ``E`` every query that kept the
+    upper half had ``#{s <= mid} < target + tau``, so the threshold is below the
+    ``ceil(target + tau)``-th smallest score plus one final interval; coverage is then
+    at most ``ceil(target + tau) / (n + 1)`` plus the score mass of an interval of
+    width ``resolution``, for continuous scores with no mass at or below ``a`` and
+    ``b = 1``. ``details["approximate_upper_bound"]`` records
+    ``min(1, ceil(target + tau) / (n + 1))`` (Theorem 2's
+    ``1 - alpha + (tau + 1) / (n + 1)`` up to the rounding of ``r + tau`` it omits).
+
+    **Coverage, rank-inflated (``inflated=True``).** The target becomes
+    ``r + tau_1`` with ``tau_1 = sigma * Phi^{-1}(1 - beta / N)``. Proof of marginal
+    coverage ``>= r / (n + 1) - beta >= 1 - alpha - beta``: let ``E_1`` be the event
+    ``W_i <= tau_1`` for all ``i``; each ``W_i ~ N(0, sigma^2)`` exceeds ``tau_1`` with
+    probability exactly ``beta / N``, so ``P(not E_1) <= beta`` by the union bound,
+    whatever the data and however the queries adapt. On ``E_1`` a query that kept the
+    lower half had ``#{s <= mid} + W_i >= r + tau_1``, hence ``#{s <= mid} >= r``; the
+    threshold is such a midpoint or 1, so it is at least the ``r``-th smallest score
+    ``s_(r)``. Then ``P(cover) >= P({s_test <= s_(r)} and E_1) >= P(s_test <= s_(r)) -
+    P(not E_1) >= r / (n + 1) - beta``, the middle step by exchangeability (the rank of
+    ``s_test`` among the ``n + 1`` scores is uniform, ties broken at random). This
+    bound holds marginally, so ``lower_bound_confidence = 1``, and P-COQS can enter a
+    contract with a formal lower bound. Only the upper tail of the noise matters, so
+    ``tau_1`` uses the exact one-sided Gaussian quantile and is smaller than ``tau``
+    (about 23 against 28 at ``rho = 0.5``, ``N = 34``, ``beta = 1e-3``). Trade-off:
+    the sets are larger (the empirical level rises by ``tau_1 / n``, 1% at
+    ``n = 2400``, ``rho = 0.5``), and the guarantee loses ``beta``; if
+    ``r + tau_1 > n`` the request is infeasible (threshold 1, no data read).
+
+    If ``r > n`` the level is unreachable: the threshold is 1 and the data are not
+    read. The calibration size ``n`` is treated as public.
+
+    Parameters
+    ----------
+    rho : float, default=None
+        zCDP budget of the calibration, > 0. Give either ``rho`` or ``epsilon``.
+    epsilon : float, default=None
+        (epsilon, delta)-DP budget; the mechanism then runs with the largest rho whose
+        Gaussian composition is (epsilon, delta)-DP. Requires ``delta``.
+    delta : float, default=None
+        In (0, 1). Required with ``epsilon``; with ``rho`` it is the delta of the
+        reported conversion (default ``1e-5``).
+    bounds : tuple of float, default=(0, 1)
+        Public search range ``(a, b)`` inside [0, 1], ``a < b``. Scores outside are
+        clipped to it: counted at ``a`` (below) or above every midpoint (above); their
+        numbers are in ``details`` (data-dependent, not private).
+    step : float, default=1e-10
+        Final interval width (paper 002's ``delta``), in ``(0, b - a)``.
+    beta : float, default=1e-3
+        Failure probability of the rank-error bounds, in (0, 1).
+    inflated : bool, default=False
+        Raise the target rank by ``tau_1`` for a marginal lower bound
+        ``1 - alpha - beta`` (see above).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privconf_sklearn.mechanisms import PCOQS
+    >>> scores = np.random.default_rng(0).uniform(size=5000)
+    >>> cal = PCOQS(rho=0.5).calibrate(scores, alpha=0.1, random_state=0)
+    >>> cal.privacy.notion, cal.privacy.rho, round(cal.privacy.epsilon, 2)
+    ('zcdp', 0.5, 4.38)
+    >>> cal.details["n_queries"], bool(0.88 < cal.threshold < 0.92)
+    (34, True)
+    """
+
+    def __init__(
+        self,
+        rho: float | None = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        bounds=(0.0, 1.0),
+        step: float = 1e-10,
+        beta: float = 1e-3,
+        inflated: bool = False,
+    ):
+        self.rho = rho
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.step = step
+        self.beta = beta
+        self.inflated = inflated
+
+    # ------------------------------------------------------------ parameters
+    def _check_params(self) -> None:
+        self._plan()
+
+    def _checked_bounds(self) -> tuple[float, float]:
+        bounds = self.bounds
+        if (
+            not isinstance(bounds, tuple | list | np.ndarray)
+            or len(bounds) != 2
+            or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in bounds)
+        ):
+            raise ValueError(f"bounds must be a pair of real numbers (a, b); got {bounds!r}.")
+        lower, upper = float(bounds[0]), float(bounds[1])
+        if not (0.0 <= lower < upper <= 1.0):
+            raise ValueError(
+                "bounds must satisfy 0 <= a < b <= 1 (a public sub-range of the score "
+                f"range [0, 1]); got {bounds!r}."
+            )
+        return lower, upper
+
+    def _plan(self) -> SearchPlan:
+        """Validate the parameters and return the cached :class:`SearchPlan`."""
+        if (self.rho is None) == (self.epsilon is None):
+            raise ValueError(
+                "PCOQS needs exactly one privacy budget: rho (zCDP) or epsilon (with "
+                f"delta); got rho={self.rho!r}, epsilon={self.epsilon!r}."
+            )
+        rho = epsilon = None
+        if self.rho is not None:
+            rho = check_positive_finite(self.rho, "rho")
+        else:
+            epsilon = check_positive_finite(self.epsilon, "epsilon")
+            if self.delta is None:
+                raise ValueError(
+                    "PCOQS(epsilon=...) needs delta: P-COQS is (epsilon, delta)-DP, never "
+                    "pure epsilon-DP. Give delta in (0, 1), or state rho instead."
+                )
+        delta = (
+            DEFAULT_REPORT_DELTA
+            if self.delta is None
+            else check_in_open_interval(self.delta, "delta")
+        )
+        lower, upper = self._checked_bounds()
+        step = check_positive_finite(self.step, "step")
+        if step >= upper - lower:
+            raise ValueError(
+                f"step must be smaller than the width b - a = {upper - lower!r} of bounds; "
+                f"got {self.step!r}."
+            )
+        beta = check_in_open_interval(self.beta, "beta")
+        if not isinstance(self.inflated, bool | np.bool_):
+            raise ValueError(f"inflated must be a bool; got {self.inflated!r}.")
+        return search_plan(rho, epsilon, delta, lower, upper, step, beta)
+
+    # ---------------------------------------------------------- guarantees
+    def privacy_guarantee(self) -> PrivacyGuarantee:
+        """rho-zCDP, reported with the exact (epsilon, delta) of its Gaussian composition."""
+        return _guarantee(self._plan())
+
+    def _target(self, plan: SearchPlan, rank: int) -> float:
+        """The rank the noisy counts are compared with: ``r``, or ``r + tau_1`` if inflated."""
+        return rank + plan.rank_inflation if self.inflated else float(rank)
+
+    def _unreachable(self, plan: SearchPlan, n: int, alpha: float, rank: int) -> str | None:
+        """Why ``(n, alpha)`` cannot be calibrated, or None."""
+        if rank > n:
+            return (
+                f"the conformal rank ceil((n + 1)(1 - alpha)) = {rank} exceeds n = {n} for "
+                f"alpha = {alpha}: more calibration data is needed."
+            )
+        if self.inflated and self._target(plan, rank) > n:
+            return (
+                f"the inflated target rank r + tau_1 = {rank} + {plan.rank_inflation:.2f} "
+                f"exceeds n = {n} (rho = {plan.rho:.4g}, beta = {plan.beta}): more "
+                "calibration data, a larger rho or inflated=False is needed."
+            )
+        return None
+
+    def _lower_bound(
+        self, plan: SearchPlan, n: int, alpha: float, rank: int
+    ) -> tuple[float, float]:
+        """``(coverage lower bound, confidence)`` for a feasible ``(n, alpha)``."""
+        if self.inflated:
+            return max(0.0, rank / (n + 1) - plan.beta), 1.0
+        return max(0.0, 1.0 - alpha - plan.tau / (n + 1)), 1.0 - plan.beta
+
+    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+        """Theorem 2's approximate bound, or ``r / (n + 1) - beta`` when inflated."""
+        plan = self._plan()
+        rank = split_conformal_rank(n_samples, alpha)
+        reason = self._unreachable(plan, n_samples, alpha, rank)
+        if reason is not None:
+            return CoverageCertificate(1.0, feasible=False, reason=reason)
+        return CoverageCertificate(*self._lower_bound(plan, n_samples, alpha, rank))
+
+    # ---------------------------------------------------------- calibration
+    def _calibrate(
+        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    ) -> Calibration:
+        plan = self._plan()
+        n = scores.shape[0]
+        rank = split_conformal_rank(n, alpha)
+        details = {
+            "n_queries": plan.n_queries,
+            "n_queries_requested": plan.n_queries_requested,
+            "n_queries_capped": plan.n_queries < plan.n_queries_requested,
+            "resolution": plan.resolution,
+            "noise_sd": plan.noise_sd,
+            "bounds": (plan.lower, plan.upper),
+            "rank": rank,
+            "tau": plan.tau,
+            "rank_inflation": plan.rank_inflation if self.inflated else 0.0,
+            "beta": plan.beta,
+            "inflated": bool(self.inflated),
+        }
+        reason = self._unreachable(plan, n, alpha, rank)
+        if reason is not None:
+            return infeasible_calibration(type(self).__name__, n, alpha, reason, **details)
+        target = self._target(plan, rank)
+        noise_values = noise.normal(plan.noise_sd, plan.n_queries)
+        threshold, certified = noisy_binary_search(
+            scores, target, plan.lower, plan.upper, noise_values
+        )
+        full_range = plan.lower == 0.0 and plan.upper == 1.0
+        lower_bound, confidence = self._lower_bound(plan, n, alpha, rank)
+        details.update(
+            target_rank=target,
+            certified=certified,
+            approximate_upper_bound=min(1.0, math.ceil(target + plan.tau) / (n + 1)),
+            n_clipped_below=0 if full_range else int(np.count_nonzero(scores < plan.lower)),
+            n_clipped_above=0 if full_range else int(np.count_nonzero(scores > plan.upper)),
+            # The clipped counts are data-dependent; with bounds = (0, 1) they are always 0.
+            diagnostics_are_private=full_range,
+        )
+        return Calibration(
+            mechanism=type(self).__name__,
+            threshold=threshold,
+            n_samples=n,
+            alpha=alpha,
+            privacy=_guarantee(plan),
+            coverage_lower_bound=lower_bound,
+            lower_bound_confidence=confidence,
+            target_level=target / n,
+            details=details,
+        )

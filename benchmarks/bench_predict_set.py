@@ -101,8 +101,22 @@ def run(sizes, repeats):
             t_mapie = m_mapie = None
             if mapie is not None:
                 t_mapie, m_mapie, _ = measure(partial(mapie, proba), max(1, repeats // 2))
-            rows.append((n, k, score, t_ours, m_ours, t_batch, m_batch, t_numpy, m_numpy,
-                         t_mapie, m_mapie, agreement))
+            rows.append(
+                (
+                    n,
+                    k,
+                    score,
+                    t_ours,
+                    m_ours,
+                    t_batch,
+                    m_batch,
+                    t_numpy,
+                    m_numpy,
+                    t_mapie,
+                    m_mapie,
+                    agreement,
+                )
+            )
     return rows
 
 
@@ -114,7 +128,7 @@ def report(rows):
     )
     print(header)
     print("|---" * 12 + "|")
-    for (n, k, score, t_o, m_o, t_b, m_b, t_n, m_n, t_m, m_m, agree) in rows:
+    for n, k, score, t_o, m_o, t_b, m_b, t_n, m_n, t_m, m_m, agree in rows:
         mapie_t = f"{t_m:.3f}" if t_m is not None else "n/a"
         mapie_ratio = f"{t_m / t_o:.1f}x" if t_m is not None else "n/a"
         mapie_m = f"{m_m / mb:.0f}" if m_m is not None else "n/a"

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 __all__ = [
     "check_alpha",
@@ -167,6 +169,22 @@ def probability_tolerance(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps))
 
 
+@lru_cache(maxsize=1)
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _row_sums(matrix: np.ndarray) -> np.ndarray:
+    """Row sums as one single-threaded BLAS matrix-vector product.
+
+    Several times faster than ``sum(axis=1)`` on short rows; single-threaded because
+    OpenBLAS's threaded gemv stalls when the other cores are busy. NaN and inf
+    propagate to the sums, so finiteness checks on the sums still see them.
+    """
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        return matrix @ np.ones(matrix.shape[1], dtype=matrix.dtype)
+
+
 def check_probabilities(proba, n_classes: int, *, estimator_name: str = "estimator") -> np.ndarray:
     """Check a predict_proba output: finite, non-negative rows summing to one.
 
@@ -200,11 +218,13 @@ def check_probabilities(proba, n_classes: int, *, estimator_name: str = "estimat
         )
     if proba.size == 0:
         return proba
-    # A matrix-vector product (BLAS) is ~10x faster than sum(axis=1) on short rows; NaN
-    # and inf propagate to the row sums, so the finiteness check below still sees them.
-    row_sums = proba @ np.ones(proba.shape[1], dtype=proba.dtype)
-    if not np.isfinite(row_sums).all():
-        rows = np.flatnonzero(~np.isfinite(row_sums))[:5]
+    # One temporary, updated in place: |row sum - 1|. NaN and inf propagate to it.
+    deviation = _row_sums(proba)
+    deviation -= 1.0
+    np.abs(deviation, out=deviation)
+    worst = deviation.max()
+    if not np.isfinite(worst):
+        rows = np.flatnonzero(~np.isfinite(deviation))[:5]
         raise ValueError(
             f"{estimator_name}.predict_proba returned NaN or infinite values "
             f"(rows {rows.tolist()})."
@@ -217,11 +237,10 @@ def check_probabilities(proba, n_classes: int, *, estimator_name: str = "estimat
             f"(min {minimum!r}, rows {rows.tolist()})."
         )
     tol = probability_tolerance(proba.dtype)
-    off = np.abs(row_sums - 1.0) > tol
-    if off.any():
-        rows = np.flatnonzero(off)[:5]
+    if worst > tol:
+        rows = np.flatnonzero(deviation > tol)[:5]
         raise ValueError(
             f"{estimator_name}.predict_proba rows must sum to 1 within {tol:.1e}; rows "
-            f"{rows.tolist()} sum to {row_sums[rows].tolist()}."
+            f"{rows.tolist()} sum to {_row_sums(proba[rows]).tolist()}."
         )
     return proba

@@ -100,14 +100,48 @@ def test_bins_grow_like_n_epsilon():
     assert bins == sorted(bins) and bins[-1] > 30 * bins[0]
 
 
-def test_auto_choice_beats_the_grid_on_its_criterion():
-    n, alpha, epsilon = 2400, 0.1, 1.0
+@pytest.mark.parametrize(("n", "epsilon"), [(2400, 1.0), (10**5, 0.3), (500, 5.0)])
+def test_auto_choice_is_the_criterion_minimum_above_n_epsilon(n, epsilon):
+    alpha = 0.1
     n_bins, gamma, level = exponq_parameters(n, alpha, epsilon)
     levels = inflated_level(n, alpha, epsilon, AUTO_BIN_GRID, gamma)
-    feasible = levels < 1
-    criterion = module._bins_criterion(n, epsilon, levels[feasible], AUTO_BIN_GRID[feasible], False)
+    admissible = (levels < 1) & (AUTO_BIN_GRID >= min(n * epsilon, AUTO_BIN_GRID[-1]))
+    criterion = module._bins_criterion(
+        n, epsilon, levels[admissible], AUTO_BIN_GRID[admissible], False
+    )
     chosen = module._bins_criterion(n, epsilon, np.array([level]), np.array([n_bins]), False)
+    assert n_bins >= min(n * epsilon, AUTO_BIN_GRID[-1])
     assert chosen[0] == criterion.min()
+
+
+@pytest.mark.parametrize(("n", "epsilon"), [(200, 1.0), (1000, 0.2)])
+def test_auto_bins_fall_back_to_the_largest_reachable_below_n_epsilon(n, epsilon):
+    """When no m >= n epsilon reaches q~ < 1, the largest m that does is used."""
+    alpha = 0.1
+    n_bins, gamma, level = exponq_parameters(n, alpha, epsilon)
+    levels = inflated_level(n, alpha, epsilon, AUTO_BIN_GRID, gamma)
+    assert not ((levels < 1) & (AUTO_BIN_GRID >= n * epsilon)).any()
+    assert n_bins == AUTO_BIN_GRID[levels < 1].max()
+    assert level < 1
+
+
+def test_auto_bins_survive_scores_piled_near_the_quantile():
+    """Scores crowding near 1 (a weak model's LAC scores): coarse bins would give full sets.
+
+    With m = 147 (what the uniform criterion alone picks) every edge below 1 holds too
+    few scores and the mechanism releases 1; with m >= n epsilon it does not.
+    """
+    n, alpha, epsilon = 2400, 0.1, 1.0
+    rng = np.random.default_rng(0)
+    n_bins, _, level = exponq_parameters(n, alpha, epsilon)
+    coarse_level = inflated_level(n, alpha, epsilon, 147, optimal_gamma(n, alpha, epsilon))
+    edges = {}
+    for m, q in ((n_bins, level), (147, coarse_level)):
+        scores = 1 - rng.beta(1.0, 40.0, size=n)
+        log_p = quantile_log_probabilities(bin_counts(scores, m), q, epsilon)
+        edges[m] = float(np.exp(log_p) @ (np.arange(1, m + 1) / m))
+    assert edges[147] > 0.999
+    assert edges[n_bins] < 0.999
 
 
 def test_infeasible_level_does_not_read_the_data(monkeypatch):

@@ -223,6 +223,16 @@ def test_search_handles_large_tables_and_empty_feasible_sets():
     assert orders.coverage == pytest.approx(19 / 21, abs=EXACT)
 
 
+@pytest.mark.parametrize("m, n", [(10, 7000), (2, 12000)])
+def test_search_handles_agents_with_thousands_of_scores(m, n):
+    """The initial guess of k underflows to 0 for small l once n is in the thousands."""
+    orders = qq_orders.__wrapped__(m, n, 0.9)
+    assert orders.coverage >= 0.9
+    if orders.server_rank > 1:
+        assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < 0.9
+    assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < 0.9
+
+
 # ----------------------------------------------------------- unequal sizes
 @pytest.mark.parametrize(
     "sizes, ranks", [((2, 3, 4), (2, 3, 3)), ((1, 2, 5), (1, 2, 5)), ((3, 3, 2, 1), (3, 2, 2, 2))]

@@ -389,6 +389,9 @@ def _load(card) -> ContractCard:
         return card
     if isinstance(card, os.PathLike):
         return ContractCard.load(card)
+    if isinstance(card, str) and not card.lstrip().startswith("{"):
+        # A card's JSON text is an object, so any other string names a file.
+        return ContractCard.load(card)
     if isinstance(card, str | bytes):
         return ContractCard.from_json(card)
     if isinstance(card, dict):
@@ -405,7 +408,8 @@ def verify_card(card, *, mechanisms: dict[str, type] | None = None) -> Verificat
     Parameters
     ----------
     card : ContractCard, str, bytes, dict or path-like
-        The card, its JSON text, the parsed JSON, or a path to the JSON file.
+        The card, its JSON text, the parsed JSON, or a path to the JSON file (a string
+        that does not start with ``{`` is read as a path).
     mechanisms : dict of str to type, default=None
         Extra mechanism classes by name (for mechanisms outside
         :mod:`privconf_sklearn.mechanisms`).

@@ -197,7 +197,13 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     """
     m, n = int(n_agents), int(n_per_agent)
     ranks = np.arange(1, n + 1)
+    # k ~ (m + 1) P(Beta(l, n - l + 1) <= level), at least 1. It is 1 for every l past
+    # the first such row when n is large: those rows wait for the first one, whose
+    # feasibility at k = 1 settles them all (M is non-decreasing in l).
     guess = np.ceil((m + 1) * betainc(ranks, n - ranks + 1, level)).astype(np.int64)
+    np.maximum(guess, 1, out=guess)
+    first_at_one = np.flatnonzero(guess == 1)
+    last_useful = int(first_at_one[0]) if first_at_one.size else n - 1
     # Per l: M(l, k) < level for k <= known_low, >= level for k >= known_high;
     # known_high = m + 1 stands for "no feasible k known" (k = m + 1 is infeasible).
     known_low = np.zeros(n, dtype=np.int64)
@@ -224,7 +230,7 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     # Round 0: the guess and its left neighbour for every l whose guess is in range,
     # plus k = m at the largest l whose guess is out of range (if that is infeasible,
     # so is every smaller l).
-    plausible = np.flatnonzero(guess <= m)
+    plausible = np.flatnonzero(guess[: last_useful + 1] <= m)
     hopeless = np.flatnonzero(guess > m)
     rows = [plausible, plausible[guess[plausible] > 1]]
     ks = [guess[plausible], guess[plausible][guess[plausible] > 1] - 1]
@@ -242,6 +248,9 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
         # l: probe only the largest at k = m (its infeasibility settles all the others).
         waiting = np.flatnonzero(open_rows & (known_high > m) & (guess > m))
         open_rows[waiting[:-1]] = False
+        # Likewise rows past the first guess of 1 while that row is open.
+        if known_high[last_useful] - known_low[last_useful] > 1:
+            open_rows[last_useful + 1 :] = False
         rows = np.flatnonzero(open_rows)
         probe, going_up, going_down = _next_probe(
             known_low[rows], known_high[rows], start[rows], step[rows], bisecting[rows]
@@ -256,6 +265,11 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     feasible_rows = np.flatnonzero(known_high <= m)
     if feasible_rows.size == 0:
         return None
+    # A row whose smallest feasible k equals the previous row's is dominated: M is
+    # non-decreasing in l, and ties go to the smaller l. At most m rows remain.
+    smallest_k = known_high[feasible_rows]
+    keeps = np.concatenate([[True], smallest_k[1:] < smallest_k[:-1]])
+    feasible_rows = feasible_rows[keeps]
     missing = [row for row in feasible_rows.tolist() if (row, int(known_high[row])) not in values]
     if missing:
         rows = np.asarray(missing, dtype=np.int64)

@@ -3,13 +3,16 @@
 Paper 000/001 (Angelopoulos, Bates, Zrnic, Jordan, "Private Prediction Sets"),
 Algorithms 2-3, Theorems 2-3 and Appendix C, with the corrections of DESIGN.md:
 
-1. the utility is scaled by its sensitivity ``Delta_q = max(1/q, 1/(1 - q))``
-   (``exp(-eps * w_j / (2 Delta_q))``; optionally the monotone mechanism
-   ``exp(-eps * w_j / Delta_q)``), with the strict counts the proofs use;
-4. an unreachable level (``q~ >= 1``) returns the top of the range without reading the
-   data;
-5. the number of bins ``m*`` and ``gamma*`` are chosen deterministically from the public
-   ``(n, epsilon, alpha)``.
+- (correction 1) the utility is scaled by its sensitivity
+  ``Delta_q = max(1/q, 1/(1 - q))`` (``exp(-eps * w_j / (2 Delta_q))``; optionally the
+  monotone mechanism ``exp(-eps * w_j / Delta_q)``), with the strict counts the proofs
+  use;
+- (correction 4) an unreachable level (``q~ >= 1``) returns the top of the range
+  without reading the data;
+- (correction 5) the number of bins ``m*`` and ``gamma*`` are chosen deterministically
+  from the public ``(n, epsilon, alpha)``;
+- Theorem 3's upper bound is reported as its proof gives it
+  (:func:`coverage_upper_bound`).
 """
 
 from __future__ import annotations
@@ -279,10 +282,19 @@ def exponq_parameters(
     """Number of bins, gamma and inflated level from public quantities only.
 
     ``gamma=None`` uses ``gamma*`` of paper 000 Eqs. (9)-(10). ``n_bins=None`` picks
-    ``m*`` minimising, over :data:`AUTO_BIN_GRID`, the expected coverage of the
+    ``m*`` minimising, over the values of :data:`AUTO_BIN_GRID` that are at least
+    ``n * epsilon`` and whose level ``q~`` is below 1, the expected coverage of the
     mechanism on idealised uniform scores (:func:`expected_uniform_coverage`, averaged
-    over the grid's alignment with the scores) among the ``m`` whose level ``q~`` is
-    below 1. Deterministic, no data read, cached.
+    over the grid's alignment with the scores). Deterministic, no data read, cached.
+
+    The floor ``m >= n epsilon`` is the order of Corollary 1 (``m`` proportional to
+    ``n epsilon``). Uniform scores alone would favour fewer bins, but real scores pile
+    up (a weak model's LAC scores crowd near 1, tree models produce atoms), and there
+    one bin can hold far more than ``1/m`` of the mass: with ``m <= 300`` at ``n = 2400``,
+    ``epsilon = 1``, scores distributed as ``1 - Beta(1, 40)`` get coverage 1 (full sets)
+    instead of 0.92. A larger ``m`` only adds ``c log(m) / (epsilon n)`` to ``q~``
+    (about 0.002 per factor 10 at ``n = 2400``). If no ``m >= n epsilon`` reaches
+    ``q~ < 1``, the largest ``m`` that does is used.
 
     Returns
     -------
@@ -303,9 +315,13 @@ def exponq_parameters(
     feasible = levels < 1.0
     if not feasible.any():
         return None, gamma, float(levels.min())
-    criterion = _bins_criterion(n, epsilon, levels[feasible], AUTO_BIN_GRID[feasible], monotone)
+    admissible = feasible & (AUTO_BIN_GRID >= min(n * epsilon, AUTO_BIN_GRID[-1]))
+    if not admissible.any():
+        largest = int(np.flatnonzero(feasible)[-1])
+        return int(AUTO_BIN_GRID[largest]), gamma, float(levels[largest])
+    criterion = _bins_criterion(n, epsilon, levels[admissible], AUTO_BIN_GRID[admissible], monotone)
     best = int(np.argmin(criterion))
-    return int(AUTO_BIN_GRID[feasible][best]), gamma, float(levels[feasible][best])
+    return int(AUTO_BIN_GRID[admissible][best]), gamma, float(levels[admissible][best])
 
 
 def coverage_upper_bound(n, alpha, epsilon, n_bins, gamma, level, *, monotone=False):

@@ -4,12 +4,13 @@ Romanus and Molinari, "Differentially Private Conformal Prediction via Quantile 
 Search" (2025), Algorithms 1-2, Proposition 1 and Theorem 2, with the corrections of
 DESIGN.md:
 
-2. the guarantee is rho-zCDP (reported with its (epsilon, delta) conversion), not pure
-   epsilon-DP; the user states ``rho`` or ``(epsilon, delta)``;
-3. exactly ``N`` noisy count queries (the printed ``while i <= N`` makes ``N + 1`` with
-   noise calibrated for ``N``), and no rounding of the output;
-8. ``N`` is capped where the halved interval reaches the floating-point spacing, and
-   scores outside the public sub-range ``bounds`` are clipped and counted, not dropped.
+- (correction 2) the guarantee is rho-zCDP (reported with its (epsilon, delta)
+  conversion), not pure epsilon-DP; the user states ``rho`` or ``(epsilon, delta)``;
+- (correction 3) exactly ``N`` noisy count queries (the printed ``while i <= N`` makes
+  ``N + 1`` with noise calibrated for ``N``), and no rounding of the output;
+- (correction 8) ``N`` is capped where the halved interval reaches the floating-point
+  spacing, and scores outside the public sub-range ``bounds`` are clipped and counted,
+  not dropped.
 """
 
 from __future__ import annotations

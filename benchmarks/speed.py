@@ -1,0 +1,72 @@
+"""The speed suite: every benchmark of the library in one process, ratios printed.
+
+Runs, in order (each prints its own table, with the baseline timed in the same process):
+
+1. ``bench_calibration``: ``calibrate`` of every central mechanism at n = 2400 and 10^7
+   against ``np.partition``; paper 002 Table 4's times beside;
+2. ``bench_federated_calibration``: FedCP-QQ and FedCP2-QQ ``calibrate`` at the same
+   sizes, against the same order statistic;
+3. ``bench_predict_set``: classification ``predict_set`` against plain numpy and
+   MAPIE's ``SplitConformalClassifier`` (LAC and APS, 100k x 10 and 100k x 1000,
+   peak memory);
+4. ``bench_regression_predict``: regression intervals against numpy and MAPIE;
+5. ``bench_fedcp_table``: the ``(l*, k*)`` search over paper 004's ``M(l, k)``;
+6. ``bench_dask``: the scale-out recipe on 10^8 rows (time and peak memory).
+
+The machine's load average is printed before and after each benchmark: other jobs
+inflate absolute times (ratios much less). ``--quick`` runs every benchmark at small
+sizes (what CI checks); ``--only NAME`` runs some of them.
+
+Run:  python -m benchmarks.speed [--quick] [--only bench_calibration ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+#: (module, arguments for the full run, arguments for --quick).
+SUITE = [
+    ("bench_calibration", [], ["--quick"]),
+    ("bench_federated_calibration", [], ["--quick"]),
+    ("bench_predict_set", [], ["--quick"]),
+    ("bench_regression_predict", ["--repeats", "20"], ["--quick", "--repeats", "3"]),
+    ("bench_fedcp_table", [], ["--repeats", "1"]),
+    ("bench_dask", [], ["--quick"]),
+]
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--only", nargs="+", choices=[name for name, _, _ in SUITE])
+    args = parser.parse_args(argv)
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, "
+        f"{platform.machine()}, {_load()}"
+    )
+    for name, full, quick in SUITE:
+        if args.only and name not in args.only:
+            continue
+        module = importlib.import_module(f"benchmarks.{name}")
+        arguments = quick if args.quick else full
+        print(f"\n## {name} {' '.join(arguments)}\n\n({_load()})\n", flush=True)
+        start = time.perf_counter()
+        module.main(arguments)
+        print(f"\n({name}: {time.perf_counter() - start:.1f} s; {_load()})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The dask scale-out recipe gives exactly the in-memory prediction sets, on a local
+cluster that listens on 127.0.0.1 only."""
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.linear_model import LinearRegression  # noqa: E402
+from sklearn.naive_bayes import GaussianNB  # noqa: E402
+
+from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor  # noqa: E402
+from privconf_sklearn.dask import local_cluster, predict_set_blocks  # noqa: E402
+from privconf_sklearn.datasets import make_two_gaussians  # noqa: E402
+from privconf_sklearn.mechanisms import ExponQ, SplitConformal  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    X, y = make_two_gaussians(3000, random_state=0)
+    model = GaussianNB().fit(X[:1500], y[:1500])
+    return PrivateConformalClassifier(
+        model, mechanism=ExponQ(epsilon=1.0), random_state=0
+    ).fit_calibrate(X[1500:], y[1500:])
+
+
+def test_cluster_listens_on_loopback_only(client):
+    psutil = pytest.importorskip("psutil")
+    info = client.scheduler_info()
+    assert info["address"].startswith("tcp://127.0.0.1:")
+    assert info["workers"] and all(w.startswith("tcp://127.0.0.1:") for w in info["workers"])
+    # Scheduler and worker run in this process (processes=False): every socket it
+    # listens on (scheduler, worker, the scheduler's HTTP routes) is on the loopback.
+    listening = [
+        c.laddr.ip
+        for c in psutil.Process().net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
+    assert listening and set(listening) <= {"127.0.0.1", "::1"}
+
+
+@pytest.mark.parametrize("chunks", [(997, 8), (250, 3), (5000, 8)])
+def test_classifier_sets_equal_in_memory_sets(client, classifier, chunks):
+    X = np.random.default_rng(1).normal(size=(5000, 8))
+    lazy = predict_set_blocks(classifier, da.from_array(X, chunks=chunks))
+    assert lazy.shape == (5000, 2) and lazy.dtype == bool
+    assert lazy.chunks[0] == da.from_array(X, chunks=chunks).chunks[0]
+    np.testing.assert_array_equal(lazy.compute(), classifier.predict_set(X))
+
+
+def test_regressor_intervals_equal_in_memory_intervals(client):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(4000, 3))
+    y = X @ [1.0, -2.0, 0.5] + rng.normal(size=4000)
+    regressor = PrivateConformalRegressor(
+        LinearRegression().fit(X[:1000], y[:1000]),
+        mechanism=SplitConformal(),
+        score_bounds=(0.0, 10.0),
+    ).fit_calibrate(X[1000:2000], y[1000:2000])
+    lazy = predict_set_blocks(regressor, da.from_array(X, chunks=(333, 3)))
+    assert lazy.shape == (4000, 2) and lazy.dtype == np.float64
+    np.testing.assert_array_equal(lazy.compute(), regressor.predict_set(X))
+
+
+def test_bad_input(classifier):
+    with pytest.raises(ValueError, match="two-dimensional dask array"):
+        predict_set_blocks(classifier, np.zeros((3, 8)))
+    with pytest.raises(ValueError, match="two-dimensional dask array"):
+        predict_set_blocks(classifier, da.zeros(8, chunks=4))
+    unfitted = PrivateConformalClassifier(GaussianNB(), mechanism=ExponQ(epsilon=1.0))
+    with pytest.raises(NotFittedError):
+        predict_set_blocks(unfitted, da.zeros((3, 8), chunks=(2, 8)))

@@ -182,7 +182,19 @@ def brute_force_orders(m, n, level):
 
 
 @pytest.mark.parametrize(
-    "m, n", [(100, 10), (10, 100), (50, 20), (7, 13), (2, 2), (3, 40), (30, 30), (5, 200)]
+    "m, n",
+    [
+        (100, 10),
+        (10, 100),
+        (50, 20),
+        (7, 13),
+        (2, 2),
+        (3, 40),
+        (30, 30),
+        (5, 200),
+        (20, 400),
+        (3, 1000),
+    ],
 )
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2, 0.3])
 def test_search_equals_brute_force_argmin(m, n, alpha):

@@ -197,13 +197,14 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     """
     m, n = int(n_agents), int(n_per_agent)
     ranks = np.arange(1, n + 1)
-    # k ~ (m + 1) P(Beta(l, n - l + 1) <= level), at least 1. It is 1 for every l past
-    # the first such row when n is large: those rows wait for the first one, whose
-    # feasibility at k = 1 settles them all (M is non-decreasing in l).
+    # k ~ (m + 1) P(Beta(l, n - l + 1) <= level), at least 1. The rows past the first
+    # guess of 1 (the "tail", most of the rows when n is large) are not searched row by
+    # row: their smallest feasible k lies below the frontier's, and for each such k the
+    # smallest feasible row is found by bisection in l (_smallest_feasible_rows).
     guess = np.ceil((m + 1) * betainc(ranks, n - ranks + 1, level)).astype(np.int64)
     np.maximum(guess, 1, out=guess)
     first_at_one = np.flatnonzero(guess == 1)
-    last_useful = int(first_at_one[0]) if first_at_one.size else n - 1
+    frontier = int(first_at_one[0]) if first_at_one.size else n - 1
     # Per l: M(l, k) < level for k <= known_low, >= level for k >= known_high;
     # known_high = m + 1 stands for "no feasible k known" (k = m + 1 is infeasible).
     known_low = np.zeros(n, dtype=np.int64)
@@ -230,7 +231,7 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     # Round 0: the guess and its left neighbour for every l whose guess is in range,
     # plus k = m at the largest l whose guess is out of range (if that is infeasible,
     # so is every smaller l).
-    plausible = np.flatnonzero(guess[: last_useful + 1] <= m)
+    plausible = np.flatnonzero(guess[: frontier + 1] <= m)
     hopeless = np.flatnonzero(guess > m)
     rows = [plausible, plausible[guess[plausible] > 1]]
     ks = [guess[plausible], guess[plausible][guess[plausible] > 1] - 1]
@@ -241,16 +242,15 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
     start = np.clip(guess, 1, m)
     bisecting = np.zeros(n, dtype=bool)
     while True:
-        open_rows = known_high - known_low > 1
+        open_rows = known_high[: frontier + 1] - known_low[: frontier + 1] > 1
         if not open_rows.any():
             break
         # Rows whose guess is out of range and with no feasible k known form a prefix of
         # l: probe only the largest at k = m (its infeasibility settles all the others).
-        waiting = np.flatnonzero(open_rows & (known_high > m) & (guess > m))
+        waiting = np.flatnonzero(
+            open_rows & (known_high[: frontier + 1] > m) & (guess[: frontier + 1] > m)
+        )
         open_rows[waiting[:-1]] = False
-        # Likewise rows past the first guess of 1 while that row is open.
-        if known_high[last_useful] - known_low[last_useful] > 1:
-            open_rows[last_useful + 1 :] = False
         rows = np.flatnonzero(open_rows)
         probe, going_up, going_down = _next_probe(
             known_low[rows], known_high[rows], start[rows], step[rows], bisecting[rows]
@@ -262,28 +262,59 @@ def qq_orders(n_agents: int, n_per_agent: int, level: float) -> QQOrders | None:
             going_down & (known_low[rows] >= probe)
         )
         bisecting[rows[crossed]] = True
-    feasible_rows = np.flatnonzero(known_high <= m)
-    if feasible_rows.size == 0:
+    head = np.flatnonzero(known_high[: frontier + 1] <= m)
+    # The frontier is settled: infeasible below its smallest feasible k (m + 1: none).
+    tail_ks = np.arange(1, int(known_high[frontier]), dtype=np.int64)
+    tail = _smallest_feasible_rows(m, n, level, frontier, tail_ks, values)
+    found = tail < n
+    rows = np.concatenate([head, tail[found]])
+    ks = np.concatenate([known_high[head], tail_ks[found]])
+    if rows.size == 0:
         return None
-    # A row whose smallest feasible k equals the previous row's is dominated: M is
-    # non-decreasing in l, and ties go to the smaller l. At most m rows remain.
-    smallest_k = known_high[feasible_rows]
-    keeps = np.concatenate([[True], smallest_k[1:] < smallest_k[:-1]])
-    feasible_rows = feasible_rows[keeps]
-    missing = [row for row in feasible_rows.tolist() if (row, int(known_high[row])) not in values]
-    if missing:
-        rows = np.asarray(missing, dtype=np.int64)
-        evaluate(rows, known_high[rows])
-    coverage = np.array([values[(row, int(known_high[row]))] for row in feasible_rows])
+    # Dominance: M is non-decreasing in l and in k, and ties go to the smaller l then the
+    # smaller k, so a pair is a candidate only if its k is below every smaller row's.
+    order = np.lexsort((ks, rows))
+    rows, ks = rows[order], ks[order]
+    keeps = np.concatenate([[True], ks[1:] < np.minimum.accumulate(ks)[:-1]])
+    rows, ks = rows[keeps], ks[keeps]
+    pairs = list(zip(rows.tolist(), ks.tolist(), strict=True))
+    missing = np.array([pair not in values for pair in pairs])
+    if missing.any():
+        evaluate(rows[missing], ks[missing])
+    coverage = np.array([values[pair] for pair in pairs])
     # Rounding could in principle break monotonicity at the 1e-16 level and let a bound
     # propagate to a pair that does not reach the level: never return such a pair.
     valid = coverage >= level
     if not valid.any():
         return None
-    feasible_rows, coverage = feasible_rows[valid], coverage[valid]
+    rows, ks, coverage = rows[valid], ks[valid], coverage[valid]
     best = int(np.flatnonzero(coverage <= coverage.min() + TIE_TOLERANCE)[0])
-    row = int(feasible_rows[best])
-    return QQOrders(row + 1, int(known_high[row]), float(coverage[best]))
+    return QQOrders(int(rows[best]) + 1, int(ks[best]), float(coverage[best]))
+
+
+def _smallest_feasible_rows(m, n, level, frontier, server_ranks, values):
+    """For each ``k``, the smallest row past ``frontier`` with ``M >= level`` (n: none).
+
+    Every ``k`` of ``server_ranks`` is infeasible at the frontier row, and ``M`` is
+    non-decreasing in ``l``, so a bisection over the rows ``frontier + 1 .. n - 1``
+    (all ``k`` at once, about ``log2(n)`` vectorised rounds) finds the boundary.
+    Evaluated coverages are recorded in ``values`` under ``(row, k)``.
+    """
+    low = np.full(server_ranks.size, frontier, dtype=np.int64)  # infeasible
+    high = np.full(server_ranks.size, n, dtype=np.int64)  # feasible, or n for "none"
+    while True:
+        open_ks = np.flatnonzero(high - low > 1)
+        if open_ks.size == 0:
+            return high
+        middle = (low[open_ks] + high[open_ks]) // 2
+        coverage = qq_coverage(middle + 1, server_ranks[open_ks], m, n)
+        for row, k, value in zip(
+            middle.tolist(), server_ranks[open_ks].tolist(), coverage.tolist(), strict=True
+        ):
+            values[(row, k)] = value
+        feasible = coverage >= level
+        high[open_ks[feasible]] = middle[feasible]
+        low[open_ks[~feasible]] = middle[~feasible]
 
 
 def _binomial_pmf(count: int, g: np.ndarray, one_minus_g: np.ndarray) -> np.ndarray:

@@ -21,7 +21,9 @@ contribute their cumulated weight. The search for
 ``(l*, k*) = argmin {M(l, k) : M(l, k) >= level}`` uses the monotonicity of ``M`` in
 ``l`` and ``k`` (Appendix A.2): for every ``l`` the smallest feasible ``k`` is found
 from the guess ``ceil((m + 1) G_l(level))`` by galloping and bisection, all ``l`` at
-once, and facts are propagated across ``l``.
+once, and facts are propagated across ``l``; past the first ``l`` whose guess is 1 (most
+rows when ``n`` is large) the search turns around: for each smaller ``k`` the smallest
+feasible ``l`` is found by bisection, so the cost does not grow with the number of rows.
 
 Unequal local sizes (Appendix A.1): agent ``j`` sends its ``l_j``-th smallest score,
 ``G_j(t) = P(Bin(n_j, t) >= l_j)``, and the integrand becomes the Poisson-binomial

@@ -279,29 +279,38 @@ def _table(sizes: tuple[int, ...], level: float, *, alpha: float | None = None):
     return ranks, found[0], found[1]
 
 
+def _infeasible_plan(protocol: str, sizes, alpha: float, reason: str, **private) -> FederatedPlan:
+    """The plan of an unreachable level (``feasible=False``, ``reason`` says why)."""
+    return FederatedPlan(
+        protocol=protocol,
+        version=PROTOCOL_VERSION,
+        alpha=alpha,
+        agent_sizes=sizes,
+        table_ranks=(),
+        local_ranks=(),
+        server_rank=None,
+        table_level=1.0 - alpha,
+        table_coverage=None,
+        coverage_lower_bound=1.0,
+        coverage_upper_bound=1.0,
+        feasible=False,
+        reason=reason,
+        **private,
+    )
+
+
 @lru_cache(maxsize=256)
 def _plan_qq(sizes: tuple[int, ...], alpha: float) -> FederatedPlan:
     level = 1.0 - alpha
     table = _table(sizes, level, alpha=alpha)
     if table is None:
-        return FederatedPlan(
-            protocol=FEDCP_QQ,
-            version=PROTOCOL_VERSION,
-            alpha=alpha,
-            agent_sizes=sizes,
-            table_ranks=(),
-            local_ranks=(),
-            server_rank=None,
-            table_level=level,
-            table_coverage=None,
-            coverage_lower_bound=1.0,
-            coverage_upper_bound=1.0,
-            feasible=False,
-            reason=(
-                f"no quantile-of-quantiles ranks reach coverage 1 - alpha = {level:g} "
-                f"with agent sizes {_describe(sizes)}: more agents or larger local "
-                "calibration sets are needed."
-            ),
+        return _infeasible_plan(
+            FEDCP_QQ,
+            sizes,
+            alpha,
+            f"no quantile-of-quantiles ranks reach coverage 1 - alpha = {level:g} "
+            f"with agent sizes {_describe(sizes)}: more agents or larger local "
+            "calibration sets are needed.",
         )
     ranks, k, coverage = table
     return FederatedPlan(
@@ -357,23 +366,14 @@ def _plan_qq2(sizes, alpha, epsilon, n_bins, gamma) -> FederatedPlan:
         if best is None or score < best[0]:
             best = (score, candidate, correction, level, ranks, corrected, k, coverage)
     if best is None:
-        return FederatedPlan(
-            protocol=FEDCP2_QQ,
-            version=PROTOCOL_VERSION,
-            alpha=alpha,
-            agent_sizes=sizes,
-            table_ranks=(),
-            local_ranks=(),
-            server_rank=None,
-            table_level=1.0 - alpha,
-            table_coverage=None,
-            coverage_lower_bound=1.0,
-            coverage_upper_bound=1.0,
+        return _infeasible_plan(
+            FEDCP2_QQ,
+            sizes,
+            alpha,
+            _infeasible_private_reason(sizes, alpha, epsilon, n_bins, min(corrections)),
             epsilon=epsilon,
             n_bins=n_bins,
             gamma=gamma,
-            feasible=False,
-            reason=_infeasible_private_reason(sizes, alpha, epsilon, n_bins, min(corrections)),
         )
     _, chosen, correction, level, ranks, corrected, k, coverage = best
     return FederatedPlan(

@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, ExponQ, SplitConformal
-from privconf_sklearn.mechanisms._zcdp import gaussian_epsilon
 from privconf_sklearn.mechanisms.expon_q import exponq_parameters
 from privconf_sklearn.mechanisms.pcoqs import search_plan
+from privconf_sklearn.privacy._conversions import gaussian_epsilon
 
 ALPHA = 0.1
 #: Paper 002 Table 4 (DP naive Bayes rows), seconds per calibration.

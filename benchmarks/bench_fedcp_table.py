@@ -20,12 +20,12 @@ import time
 import numpy as np
 
 from privconf_sklearn.federated import make_plan
-from privconf_sklearn.federated.plan import _plan_qq2
 from privconf_sklearn.mechanisms._fedcp_coverage import (
     _cumulative_weights,
     qq_coverage,
     qq_orders,
 )
+from privconf_sklearn.mechanisms._fedcp_plan import _plan_qq2
 from privconf_sklearn.mechanisms._gauss_legendre import unit_gauss_legendre
 
 ALPHA = 0.1

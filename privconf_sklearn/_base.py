@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 import struct
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +28,18 @@ from ._validation import check_alpha
 from .mechanisms._base import Calibration, QuantileMechanism
 from .scores._base import BaseConformityScore
 
-__all__ = ["BasePrivateConformal"]
+__all__ = ["BasePrivateConformal", "register_card_builder"]
+
+#: Builds ``card_`` from a fitted estimator. The cards layer sits above the estimators
+#: and registers it when imported (``import privconf_sklearn`` always does), so that the
+#: estimators never import the cards package.
+_CARD_BUILDER: Callable[[BasePrivateConformal], Any] | None = None
+
+
+def register_card_builder(builder: Callable[[BasePrivateConformal], Any]) -> None:
+    """Install the function behind :attr:`BasePrivateConformal.card_` (called by ``cards``)."""
+    global _CARD_BUILDER
+    _CARD_BUILDER = builder
 
 
 def _estimator_has(attr: str):
@@ -320,9 +332,9 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         ``ContractCard.from_estimator(est, contract, epsilon_train=...)``.
         """
         check_is_fitted(self, "calibration_")
-        from .cards import ContractCard
-
-        return ContractCard.from_estimator(self)
+        if _CARD_BUILDER is None:
+            raise RuntimeError("privconf_sklearn.cards is not imported; import privconf_sklearn.")
+        return _CARD_BUILDER(self)
 
     # --------------------------------------------------------- scikit-learn
     def __sklearn_clone__(self):

@@ -12,6 +12,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+from sklearn.utils.validation import column_or_1d
 from threadpoolctl import ThreadpoolController
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "check_probabilities",
     "check_unit_scores",
     "conformal_rank",
+    "encode_labels",
     "split_conformal_rank",
 ]
 
@@ -244,3 +246,44 @@ def check_probabilities(proba, n_classes: int, *, estimator_name: str = "estimat
             f"{rows.tolist()} sum to {_row_sums(proba[rows]).tolist()}."
         )
     return proba
+
+
+def encode_labels(y, classes) -> np.ndarray:
+    """Column index in ``classes`` of every label in ``y``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels, of any type the estimator accepts (int, str, ...).
+    classes : array-like of shape (n_classes,)
+        The fitted estimator's ``classes_``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), dtype intp
+
+    Raises
+    ------
+    ValueError
+        If ``y`` holds labels that are not in ``classes``, naming them.
+    """
+    y = column_or_1d(y, warn=True)
+    classes = np.asarray(classes)
+    order = np.argsort(classes, kind="stable")
+    try:
+        position = np.searchsorted(classes, y, sorter=order)
+    except TypeError:
+        # Labels of mixed, mutually incomparable types (e.g. str and int): exact lookup.
+        lookup = {label: column for column, label in enumerate(classes.tolist())}
+        columns = np.array([lookup.get(label, -1) for label in y.tolist()], dtype=np.intp)
+        unseen = columns < 0
+    else:
+        columns = order[np.minimum(position, classes.shape[0] - 1)]
+        unseen = classes[columns] != y
+    if np.any(unseen):
+        labels = list(dict.fromkeys(y[unseen].tolist()))
+        raise ValueError(
+            f"y contains labels the estimator was not fitted on: {labels[:10]}"
+            f"{' ...' if len(labels) > 10 else ''}; estimator.classes_ = {classes.tolist()}."
+        )
+    return columns

@@ -5,53 +5,13 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import BasePrivateConformal, _estimator_has
+from ._validation import encode_labels
 from .scores import APS, LAC
 
 __all__ = ["PrivateConformalClassifier"]
-
-
-def encode_labels(y, classes) -> np.ndarray:
-    """Column index in ``classes`` of every label in ``y``.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Labels, of any type the estimator accepts (int, str, ...).
-    classes : array-like of shape (n_classes,)
-        The fitted estimator's ``classes_``.
-
-    Returns
-    -------
-    ndarray of shape (n_samples,), dtype intp
-
-    Raises
-    ------
-    ValueError
-        If ``y`` holds labels that are not in ``classes``, naming them.
-    """
-    y = column_or_1d(y, warn=True)
-    classes = np.asarray(classes)
-    order = np.argsort(classes, kind="stable")
-    try:
-        position = np.searchsorted(classes, y, sorter=order)
-    except TypeError:
-        # Labels of mixed, mutually incomparable types (e.g. str and int): exact lookup.
-        lookup = {label: column for column, label in enumerate(classes.tolist())}
-        columns = np.array([lookup.get(label, -1) for label in y.tolist()], dtype=np.intp)
-        unseen = columns < 0
-    else:
-        columns = order[np.minimum(position, classes.shape[0] - 1)]
-        unseen = classes[columns] != y
-    if np.any(unseen):
-        labels = list(dict.fromkeys(y[unseen].tolist()))
-        raise ValueError(
-            f"y contains labels the estimator was not fitted on: {labels[:10]}"
-            f"{' ...' if len(labels) > 10 else ''}; estimator.classes_ = {classes.tolist()}."
-        )
-    return columns
 
 
 class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):

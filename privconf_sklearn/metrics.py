@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
+from ._validation import encode_labels
+
 __all__ = [
     "interval_coverage",
     "interval_coverage_scorer",
@@ -43,8 +45,6 @@ def set_coverage(y_true, sets, classes) -> float:
     -------
     float
     """
-    from .classification import encode_labels
-
     sets = _check_sets(sets)
     columns = encode_labels(y_true, classes)
     if columns.shape[0] != sets.shape[0]:

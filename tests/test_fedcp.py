@@ -18,8 +18,8 @@ from privconf_sklearn.mechanisms import (
     InfeasibleCalibrationWarning,
     SplitConformal,
 )
+from privconf_sklearn.mechanisms._binning import bin_counts
 from privconf_sklearn.mechanisms._fedcp_coverage import qq_coverage
-from privconf_sklearn.mechanisms.expon_q import bin_counts
 
 from ._stats import binomial_lower_limit, binomial_upper_limit
 

@@ -18,7 +18,8 @@ from privconf_sklearn.federated import (
     make_plan,
 )
 from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
-from privconf_sklearn.mechanisms.expon_q import bin_counts, quantile_log_probabilities
+from privconf_sklearn.mechanisms._binning import bin_counts
+from privconf_sklearn.mechanisms.expon_q import quantile_log_probabilities
 
 from ._stats import binomial_lower_limit, binomial_upper_limit
 

@@ -27,8 +27,8 @@ from privconf_sklearn import PrivateConformalClassifier
 from privconf_sklearn._random import NoiseSource
 from privconf_sklearn.mechanisms import PCOQS, InfeasibleCalibrationWarning
 from privconf_sklearn.mechanisms import pcoqs as pcoqs_module
-from privconf_sklearn.mechanisms._zcdp import gaussian_delta
 from privconf_sklearn.mechanisms.pcoqs import noisy_binary_search, query_count
+from privconf_sklearn.privacy._conversions import gaussian_delta
 
 from ._stats import FALSE_FAILURE, binomial_lower_limit, binomial_upper_limit
 

@@ -23,7 +23,7 @@ from privconf_sklearn import (
 from privconf_sklearn._base import threshold_in_score_units, to_unit_range
 from privconf_sklearn.datasets import make_poisson_outliers
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, Calibration, ExponQ, SplitConformal
-from privconf_sklearn.mechanisms._base import PrivacyGuarantee
+from privconf_sklearn.privacy import PrivacyGuarantee
 from privconf_sklearn.scores import CQR, AbsoluteResidual, NormalizedResidual
 
 MECHANISMS = {

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from privconf_sklearn.mechanisms._zcdp import (
+from privconf_sklearn.privacy._conversions import (
     bun_steinke_epsilon,
     gaussian_delta,
     gaussian_epsilon,

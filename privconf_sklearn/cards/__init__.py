@@ -10,6 +10,7 @@
   admissible, non-dominated configurations (Sec. 4, Table 2).
 """
 
+from .._base import register_card_builder
 from ._card import SCHEMA, SCHEMA_VERSION, ContractCard
 from ._contract import CLAUSES, Clause, Contract
 from ._records import (
@@ -25,6 +26,8 @@ from ._records import (
 from ._search import CertificateAwareSearch
 from ._serial import CardFormatError
 from ._verify import Verification, verify_card
+
+register_card_builder(ContractCard.from_estimator)
 
 __all__ = [
     "CLAUSES",

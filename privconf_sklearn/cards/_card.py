@@ -22,7 +22,7 @@ from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_alpha
-from ..mechanisms._base import Calibration, PrivacyGuarantee
+from ..mechanisms import Calibration
 from ..metrics import (
     interval_coverage,
     mean_interval_width,
@@ -30,6 +30,7 @@ from ..metrics import (
     set_coverage,
     singleton_rate,
 )
+from ..privacy import PrivacyGuarantee
 from ._contract import (
     Clause,
     Contract,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..mechanisms._base import PrivacyGuarantee
+from ..privacy import PrivacyGuarantee
 from ._serial import plain_value
 
 __all__ = [

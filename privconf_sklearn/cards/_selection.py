@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from ..mechanisms._base import PrivacyGuarantee
+from ..privacy import PrivacyGuarantee
 from ._contract import Contract, card_coordinates, check_contract
 from ._records import Candidate, Certificate, TrainingPrivacy
 from ._serial import canonical_json

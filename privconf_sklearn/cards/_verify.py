@@ -31,7 +31,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import mechanisms as _mechanisms
-from ..mechanisms._base import PrivacyGuarantee, QuantileMechanism
+from ..mechanisms import QuantileMechanism
+from ..privacy import PrivacyGuarantee
 from ._card import ContractCard
 from ._contract import Clause, card_coordinates, check_contract, decision_of, marginal_lower_bound
 from ._records import Certificate, ComponentSpec, Configuration

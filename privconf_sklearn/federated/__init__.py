@@ -15,9 +15,15 @@ See ``examples/federated_protocol.py`` for three agent processes and a server ta
 over a socket on 127.0.0.1.
 """
 
-from .agent import agent_message, agent_message_log_probabilities
-from .plan import GAMMA_GRID, PROTOCOL_VERSION, FederatedPlan, even_sizes, make_plan
-from .server import aggregate, plan_privacy
+from ..mechanisms._fedcp_agent import agent_message, agent_message_log_probabilities
+from ..mechanisms._fedcp_plan import (
+    GAMMA_GRID,
+    PROTOCOL_VERSION,
+    FederatedPlan,
+    even_sizes,
+    make_plan,
+)
+from ..mechanisms._fedcp_server import aggregate, plan_privacy
 
 __all__ = [
     "GAMMA_GRID",

@@ -5,11 +5,11 @@ Every mechanism takes calibration scores in the public range [0, 1] and returns 
 :class:`PrivacyGuarantee` of the release.
 """
 
+from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
     InfeasibleCalibrationWarning,
-    PrivacyGuarantee,
     QuantileMechanism,
 )
 from .dp_aps import DPAPS

@@ -14,14 +14,14 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import check_in_open_interval, check_positive_finite, split_conformal_rank
+from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
-    PrivacyGuarantee,
     QuantileMechanism,
     infeasible_calibration,
 )
-from .expon_q import bin_counts
+from ._binning import bin_counts
 
 __all__ = [
     "DPAPS",
@@ -36,7 +36,7 @@ def cumulative_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     """Cumulative counts ``N_b = #{i : s_i <= t_b}`` on the grid ``t_b = b / B``.
 
     Paper 003 Sec. 5. Computed as the running sum of the bin counts of
-    :func:`~privconf_sklearn.mechanisms.expon_q.bin_counts`, whose bin index agrees
+    :func:`~privconf_sklearn.mechanisms._binning.bin_counts`, whose bin index agrees
     exactly with the floating-point test ``s <= b / B``.
 
     Parameters

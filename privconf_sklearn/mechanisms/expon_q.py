@@ -24,17 +24,17 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import check_in_open_interval, check_positive_finite
+from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
-    PrivacyGuarantee,
     QuantileMechanism,
     infeasible_calibration,
 )
+from ._binning import bin_counts
 
 __all__ = [
     "ExponQ",
-    "bin_counts",
     "exponq_parameters",
     "inflated_level",
     "optimal_gamma",
@@ -49,36 +49,6 @@ AUTO_BIN_GRID = np.unique(np.round(np.geomspace(10, 1e6, 61)).astype(np.int64))
 def _slack_factor(monotone: bool) -> float:
     """Factor ``c`` of the privacy slack: 2 for the standard, 1 for the monotone mechanism."""
     return 1.0 if monotone else 2.0
-
-
-def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
-    """Counts of discretised scores on the uniform grid ``e_j = j / n_bins``.
-
-    Paper 000 Sec. 2: bins ``I_1 = [0, e_1]`` and ``I_j = (e_{j-1}, e_j]``, each score
-    rounded up to the right edge of its bin. The bin index ``j`` of ``s`` is the smallest
-    ``j >= 1`` with ``s <= e_j`` in floating point, so it agrees exactly with the
-    prediction-time test ``score <= e_j``.
-
-    Parameters
-    ----------
-    scores : ndarray of shape (n,)
-        Scores in [0, 1].
-    n_bins : int
-        Number of bins ``m``.
-
-    Returns
-    -------
-    ndarray of shape (n_bins,), dtype int64
-        ``counts[j - 1] = #{i : [s_i] = e_j}``.
-    """
-    m = int(n_bins)
-    edges = np.arange(m + 1, dtype=np.float64) / m
-    index = np.ceil(scores * m).astype(np.int64)
-    np.clip(index, 1, m, out=index)
-    # ceil(s * m) can be off by one from rounding of the product; fix both ways.
-    index -= (index > 1) & (scores <= edges[index - 1])
-    index += scores > edges[index]
-    return np.bincount(index, minlength=m + 1)[1:]
 
 
 def quantile_log_probabilities(

@@ -24,10 +24,11 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import check_alpha
-from ..federated.agent import agent_message
-from ..federated.plan import FederatedPlan, check_private_parameters, even_sizes, make_plan
-from ..federated.server import aggregate, federated_privacy
-from ._base import Calibration, CoverageCertificate, PrivacyGuarantee, QuantileMechanism
+from ..privacy import PrivacyGuarantee
+from ._base import Calibration, CoverageCertificate, QuantileMechanism
+from ._fedcp_agent import agent_message
+from ._fedcp_plan import FederatedPlan, check_private_parameters, even_sizes, make_plan
+from ._fedcp_server import aggregate, federated_privacy
 
 __all__ = ["FedCP2QQ", "FedCPQQ"]
 

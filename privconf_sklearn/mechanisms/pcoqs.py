@@ -26,14 +26,14 @@ from scipy.special import ndtri
 
 from .._random import NoiseSource
 from .._validation import check_in_open_interval, check_positive_finite, split_conformal_rank
+from ..privacy import PrivacyGuarantee
+from ..privacy._conversions import gaussian_epsilon, gaussian_mu
 from ._base import (
     Calibration,
     CoverageCertificate,
-    PrivacyGuarantee,
     QuantileMechanism,
     infeasible_calibration,
 )
-from ._zcdp import gaussian_epsilon, gaussian_mu
 
 __all__ = ["PCOQS", "SearchPlan", "noisy_binary_search", "query_count", "search_plan"]
 

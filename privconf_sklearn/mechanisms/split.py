@@ -6,10 +6,10 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import split_conformal_rank
+from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
-    PrivacyGuarantee,
     QuantileMechanism,
     infeasible_calibration,
 )

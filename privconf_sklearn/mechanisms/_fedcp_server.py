@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ..mechanisms._base import Calibration, PrivacyGuarantee, infeasible_calibration
-from .plan import PROTOCOL_VERSION, FederatedPlan
+from ..privacy import PrivacyGuarantee
+from ._base import Calibration, infeasible_calibration
+from ._fedcp_plan import PROTOCOL_VERSION, FederatedPlan
 
 __all__ = ["aggregate", "federated_privacy", "plan_privacy"]
 

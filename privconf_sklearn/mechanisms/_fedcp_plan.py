@@ -37,7 +37,7 @@ from .._validation import (
     conformal_rank,
     split_conformal_rank,
 )
-from ..mechanisms._fedcp_coverage import (
+from ._fedcp_coverage import (
     qq_coverage,
     qq_orders,
     unequal_coverage_column,

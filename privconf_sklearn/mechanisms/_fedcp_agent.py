@@ -23,8 +23,9 @@ import numpy as np
 
 from .._random import check_noise_source
 from .._validation import check_unit_scores
-from ..mechanisms.expon_q import bin_counts, quantile_log_probabilities
-from .plan import PROTOCOL_VERSION, FederatedPlan, make_plan
+from ._binning import bin_counts
+from ._fedcp_plan import PROTOCOL_VERSION, FederatedPlan, make_plan
+from .expon_q import quantile_log_probabilities
 
 __all__ = ["agent_message", "agent_message_log_probabilities"]
 

@@ -1,0 +1,9 @@
+"""Privacy primitives and the privacy statements they produce.
+
+The lowest privacy layer of the package: it imports nothing from the estimators, scores
+or quantile mechanisms built on top of it.
+"""
+
+from ._guarantee import PrivacyGuarantee, PrivacyNotion
+
+__all__ = ["PrivacyGuarantee", "PrivacyNotion"]

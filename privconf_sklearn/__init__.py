@@ -7,7 +7,12 @@ coverage guarantee and a stated privacy guarantee for the calibration set.
 
 from .cards import CertificateAwareSearch, Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
-from .mechanisms import Calibration, InfeasibleCalibrationWarning, PrivacyGuarantee
+from .mechanisms import (
+    Calibration,
+    InfeasibleCalibrationWarning,
+    PrivacyGuarantee,
+    UninformativeCalibrationWarning,
+)
 from .regression import PrivateConformalRegressor, QuantilePair, ScoreBoundsWarning
 
 __version__ = "0.1.0"
@@ -23,6 +28,7 @@ __all__ = [
     "PrivateConformalRegressor",
     "QuantilePair",
     "ScoreBoundsWarning",
+    "UninformativeCalibrationWarning",
     "__version__",
     "verify_card",
 ]

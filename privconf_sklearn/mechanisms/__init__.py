@@ -11,6 +11,7 @@ from ._base import (
     CoverageCertificate,
     InfeasibleCalibrationWarning,
     QuantileMechanism,
+    UninformativeCalibrationWarning,
 )
 from .dp_aps import DPAPS
 from .expon_q import ExponQ
@@ -30,4 +31,5 @@ __all__ = [
     "PrivacyGuarantee",
     "QuantileMechanism",
     "SplitConformal",
+    "UninformativeCalibrationWarning",
 ]

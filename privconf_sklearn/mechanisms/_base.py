@@ -24,13 +24,26 @@ __all__ = [
     "CoverageCertificate",
     "InfeasibleCalibrationWarning",
     "QuantileMechanism",
+    "UninformativeCalibrationWarning",
 ]
 
-class InfeasibleCalibrationWarning(UserWarning):
+
+class UninformativeCalibrationWarning(UserWarning):
+    """The released threshold is the top of the public range: the output is trivial.
+
+    Prediction sets then hold every label and intervals are as wide as the public
+    bounds allow, whatever the reason (unreachable level, noisy counts that never
+    reached their target, every federated agent at the top, ...).
+    :attr:`Calibration.informative` is False and :attr:`Calibration.reason` says why.
+    """
+
+
+class InfeasibleCalibrationWarning(UninformativeCalibrationWarning):
     """The requested coverage cannot be certified with this calibration set.
 
     The threshold is then the top of the public range (full prediction sets, widest
-    intervals) and the :class:`Calibration` records why.
+    intervals), chosen without reading the data, and the :class:`Calibration` records
+    why. A special case of :class:`UninformativeCalibrationWarning`.
     """
 
 
@@ -71,7 +84,12 @@ class Calibration:
         False when the requested coverage could not be certified; the threshold is then
         1 (the top of the range) and ``reason`` says why.
     reason : str, default=""
-        Why the calibration is infeasible, or empty.
+        Why the calibration is infeasible or uninformative, or empty.
+    informative : bool
+        Not a constructor argument: always ``threshold < 1``. False when the threshold
+        is the top of the public range: every label is in every set, intervals are as
+        wide as the bounds, whatever the reason (``reason`` says why when the mechanism
+        knows).
     details : dict, default={}
         Mechanism-specific public quantities (bins, gamma, ...) and, where documented as
         such, data-dependent diagnostics.
@@ -90,6 +108,10 @@ class Calibration:
     feasible: bool = True
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    informative: bool = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "informative", bool(self.threshold < 1.0))
 
     def upper_bound_with_atoms(self, p_max: float) -> float | None:
         """Coverage upper bound when single score values (or bins) have mass ``p_max``."""
@@ -215,11 +237,18 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         groups = self._check_groups(groups, scores.shape[0])
         noise = check_noise_source(random_state)
         calibration = self._calibrate(scores, alpha, groups, noise)
-        if not calibration.feasible:
+        if not calibration.informative:
+            category = (
+                UninformativeCalibrationWarning
+                if calibration.feasible
+                else InfeasibleCalibrationWarning
+            )
             warnings.warn(
-                f"{type(self).__name__}: {calibration.reason} Prediction sets will be "
-                "the whole label set / intervals the whole score range.",
-                InfeasibleCalibrationWarning,
+                f"{type(self).__name__}: "
+                f"{calibration.reason or 'the released threshold is the top of the range.'} "
+                "Prediction sets will be the whole label set / intervals the whole score "
+                "range.",
+                category,
                 stacklevel=2,
             )
         return calibration

@@ -25,7 +25,10 @@ EPSILONS = [0.1, 1.0, 5.0]
 
 def _log_probabilities(scores, n_bins, q, epsilon, monotone=False):
     return quantile_log_probabilities(
-        bin_counts(np.asarray(scores, dtype=float), n_bins), q, epsilon, monotone=monotone
+        bin_counts(np.asarray(scores, dtype=float), n_bins),
+        q,
+        epsilon,
+        scaling="monotone" if monotone else "paper",
     )
 
 

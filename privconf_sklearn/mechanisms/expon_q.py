@@ -51,31 +51,37 @@ def _slack_factor(monotone: bool) -> float:
     return 1.0 if monotone else 2.0
 
 
+#: Utility scalings of the exponential-mechanism quantile (see
+#: :func:`quantile_log_probabilities`).
+SCALINGS = ("tight", "paper", "monotone")
+
+
 def quantile_log_probabilities(
-    counts: np.ndarray, q: float, epsilon: float, *, monotone: bool = False
+    counts: np.ndarray, q: float, epsilon: float, *, scaling: str = "paper"
 ) -> np.ndarray:
     """Normalised log-probabilities of the exponential-mechanism quantile.
 
-    Paper 000 Algorithm 2 with the sensitivity correction (DESIGN.md correction 1):
-    edge ``e_j`` has utility ``w_j = max(#{[s] < e_j} / q, #{[s] > e_j} / (1 - q))``,
-    whose sensitivity under adding, removing or replacing one score is
-    ``Delta_q = max(1/q, 1/(1 - q))``, and is drawn with probability proportional to
-    ``exp(-epsilon * w_j / (2 Delta_q))``. With ``monotone=True`` the probability is
-    ``exp(-epsilon * w_j / Delta_q)``: adding a score never decreases any ``w_j`` and
-    removing one never increases any, so the monotone exponential mechanism (McSherry
-    and Talwar 2007) is epsilon-DP under add/remove adjacency (2 epsilon under
-    replace-one).
+    Edge ``e_j`` has utility ``w_j = max(b_j / q, a_j / (1 - q))`` with the strict counts
+    ``b_j = #{[s] < e_j}`` and ``a_j = #{[s] > e_j}`` (Angelopoulos et al. 2022,
+    Algorithm 2) and is drawn with probability proportional to ``exp(-x_j)``:
+
+    - ``scaling="tight"``: ``x_j = epsilon q (1 - q) w_j = epsilon max((1 - q) b_j, q a_j)``,
+      epsilon-DP under replace-one and add/remove adjacency (see the user guide);
+    - ``scaling="paper"``: ``x_j = epsilon w_j / (2 Delta_q)`` with the sensitivity
+      ``Delta_q = max(1/q, 1/(1 - q))`` (Humbert et al. 2023, Algorithm 2);
+    - ``scaling="monotone"``: ``x_j = epsilon w_j / Delta_q``, epsilon-DP under
+      add/remove adjacency only (2 epsilon under replace-one).
 
     Parameters
     ----------
     counts : ndarray of shape (m,)
-        Bin counts from :func:`bin_counts`.
+        Bin counts from :func:`~privconf_sklearn.mechanisms._binning.bin_counts`.
     q : float
         Quantile level in (0, 1), fixed from public quantities.
     epsilon : float
         Privacy parameter.
-    monotone : bool, default=False
-        Use the monotone scaling.
+    scaling : {"tight", "paper", "monotone"}, default="paper"
+        Scaling of the utility.
 
     Returns
     -------
@@ -86,9 +92,14 @@ def quantile_log_probabilities(
     cumulative = np.cumsum(counts)
     below = cumulative - counts
     above = cumulative[-1] - cumulative
-    utility = np.maximum(below / q, above / (1.0 - q))
-    sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
-    log_weights = -(epsilon / (_slack_factor(monotone) * sensitivity)) * utility
+    if scaling == "tight":
+        exponent = epsilon * np.maximum((1.0 - q) * below, q * above)
+    else:
+        utility = np.maximum(below / q, above / (1.0 - q))
+        sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
+        factor = 2.0 if scaling == "paper" else 1.0
+        exponent = (epsilon / (factor * sensitivity)) * utility
+    log_weights = -exponent
     top = log_weights.max()
     return log_weights - (top + np.log(np.exp(log_weights - top).sum()))
 
@@ -444,7 +455,10 @@ class ExponQ(QuantileMechanism):
             )
         counts = bin_counts(scores, n_bins)
         log_probabilities = quantile_log_probabilities(
-            counts, level, float(self.epsilon), monotone=bool(self.monotone)
+            counts,
+            level,
+            float(self.epsilon),
+            scaling="monotone" if self.monotone else "paper",
         )
         edge = noise.categorical_from_log_weights(log_probabilities) + 1
         upper, slope = coverage_upper_bound(

@@ -30,7 +30,7 @@ def federated_privacy(epsilon: float | None) -> PrivacyGuarantee:
     return PrivacyGuarantee(
         notion="local",
         epsilon=float(epsilon),
-        adjacency="replace-one within one agent's data (local sizes are public)",
+        adjacency="replace-one",
         description=(
             "Each agent's message is epsilon-local-DP (exponential-mechanism quantile with "
             "sensitivity-scaled utility, paper 004 Algorithm 2); agents hold disjoint data, "

@@ -171,7 +171,7 @@ class DPAPS(QuantileMechanism):
         self._check_params()
         return PrivacyGuarantee.pure(
             float(self.epsilon),
-            adjacency="replace-one or add/remove (n public)",
+            adjacency="replace-one and add/remove",
             description=(
                 f"Laplace(B/epsilon) noise on the {int(self.n_bins)} cumulative counts of a "
                 "public grid (l1 sensitivity B). Covers the threshold only: the "

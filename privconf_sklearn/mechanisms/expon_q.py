@@ -396,14 +396,14 @@ class ExponQ(QuantileMechanism):
         if self.monotone:
             return PrivacyGuarantee.pure(
                 self.epsilon,
-                adjacency="add/remove (n public)",
+                adjacency="add/remove",
                 description=(
                     "Monotone exponential mechanism over bin edges; 2*epsilon under replace-one."
                 ),
             )
         return PrivacyGuarantee.pure(
             self.epsilon,
-            adjacency="replace-one or add/remove (n public)",
+            adjacency="replace-one and add/remove",
             description="Exponential mechanism over bin edges with sensitivity-scaled utility.",
         )
 

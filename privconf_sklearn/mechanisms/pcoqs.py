@@ -264,7 +264,7 @@ def _guarantee(plan: SearchPlan) -> PrivacyGuarantee:
         epsilon=plan.epsilon,
         delta=plan.delta,
         rho=plan.rho,
-        adjacency="replace-one or add/remove (n public)",
+        adjacency="replace-one and add/remove",
         description=(
             f"{plan.n_queries} Gaussian count queries of sensitivity 1 with noise sd "
             f"{plan.noise_sd:.4g}: rho-zCDP and exactly sqrt(2 rho)-Gaussian DP, hence "

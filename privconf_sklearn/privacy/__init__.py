@@ -4,6 +4,6 @@ The lowest privacy layer of the package: it imports nothing from the estimators,
 or quantile mechanisms built on top of it.
 """
 
-from ._guarantee import PrivacyGuarantee, PrivacyNotion
+from ._guarantee import ADJACENCIES, Adjacency, PrivacyGuarantee, PrivacyNotion
 
-__all__ = ["PrivacyGuarantee", "PrivacyNotion"]
+__all__ = ["ADJACENCIES", "Adjacency", "PrivacyGuarantee", "PrivacyNotion"]

@@ -6,9 +6,19 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-__all__ = ["PrivacyGuarantee", "PrivacyNotion"]
+__all__ = ["ADJACENCIES", "Adjacency", "PrivacyGuarantee", "PrivacyNotion"]
 
 PrivacyNotion = Literal["pure", "zcdp", "local", "none"]
+
+#: A neighbouring relation a user can state: datasets that differ by replacing one
+#: record, or by adding or removing one.
+Adjacency = Literal["replace-one", "add/remove"]
+
+#: The relations of :data:`Adjacency`, in order.
+ADJACENCIES: tuple[str, ...] = ("replace-one", "add/remove")
+
+#: The ``adjacency`` value of a guarantee that holds under both relations.
+_BOTH = "replace-one and add/remove"
 
 
 @dataclass(frozen=True)
@@ -28,9 +38,11 @@ class PrivacyGuarantee:
         Failure probability of the (epsilon, delta) statement (0 for pure DP).
     rho : float or None, default=None
         zCDP parameter, for ``notion="zcdp"``.
-    adjacency : str, default="replace-one"
-        Neighbouring relation the statement is made for. The papers treat the
-        calibration size n as public; see the user guide.
+    adjacency : {"replace-one", "add/remove", "replace-one and add/remove"}, \
+            default="replace-one"
+        Neighbouring relation(s) the statement is made for. The papers treat the
+        calibration size n as public; see the user guide. :meth:`under` restates the
+        guarantee for the relation a user names.
     holds : bool, default=True
         False when an assumption of the guarantee was broken (e.g. regression score
         bounds taken from the private data); the numbers are then not a guarantee.
@@ -67,6 +79,69 @@ class PrivacyGuarantee:
     def is_private(self) -> bool:
         """True when the release has a finite privacy loss that holds."""
         return self.holds and math.isfinite(self.epsilon)
+
+    @property
+    def adjacencies(self) -> tuple[str, ...]:
+        """The relations of :data:`ADJACENCIES` the statement holds under as given."""
+        if self.adjacency == _BOTH:
+            return ADJACENCIES
+        if self.adjacency not in ADJACENCIES:
+            raise ValueError(
+                f"adjacency must be one of {[*ADJACENCIES, _BOTH]}; got {self.adjacency!r}."
+            )
+        return (self.adjacency,)
+
+    def under(self, adjacency: str) -> PrivacyGuarantee:
+        """The guarantee restated for the neighbouring relation ``adjacency``.
+
+        - If it already holds under ``adjacency`` (or reads no data, or promises no
+          privacy), the same numbers with ``adjacency`` recorded.
+        - Add/remove to replace-one: replacing a record is removing it and adding
+          another, so by group privacy for two steps a pure or local epsilon-DP
+          statement becomes 2 epsilon-DP, and a rho-zCDP one 4 rho-zCDP (Bun and
+          Steinke 2016, Proposition 1.9), reported with the generic conversion to
+          (epsilon, delta) at the same delta (Canonne, Kamath and Steinke 2020).
+        - Replace-one to add/remove is not implied (with ``n`` public the relation is
+          not even defined for the mechanism): the result is marked as not holding,
+          with infinite epsilon.
+
+        Parameters
+        ----------
+        adjacency : {"replace-one", "add/remove"}
+            The relation the user states.
+
+        Returns
+        -------
+        PrivacyGuarantee
+        """
+        if adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {list(ADJACENCIES)}; got {adjacency!r}.")
+        if adjacency in self.adjacencies or self.notion == "none" or self.epsilon == 0.0:
+            return replace(self, adjacency=adjacency)
+        if adjacency == "add/remove":
+            return replace(
+                self,
+                adjacency=adjacency,
+                epsilon=math.inf,
+                holds=False,
+                description=f"{self.description} NOT HOLDING under add/remove adjacency: "
+                "the statement is for replace-one neighbours only.".strip(),
+            )
+        note = f"{self.description} Stated under replace-one by group privacy (2 steps)."
+        if self.notion == "zcdp":
+            from ._conversions import zcdp_epsilon
+
+            rho = 4.0 * float(self.rho if self.rho is not None else 0.0)
+            return replace(
+                self,
+                adjacency=adjacency,
+                rho=rho,
+                epsilon=zcdp_epsilon(rho, self.delta),
+                description=note.strip(),
+            )
+        return replace(
+            self, adjacency=adjacency, epsilon=2.0 * self.epsilon, description=note.strip()
+        )
 
     def accountant_spend(self) -> tuple[float, float]:
         """The (epsilon, delta) to record in a diffprivlib ``BudgetAccountant``."""

@@ -108,6 +108,8 @@ class Calibration:
     feasible: bool = True
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    owner_diagnostics: dict[str, Any] = field(default_factory=dict)
+    coverage_holds: bool = True
     informative: bool = field(init=False)
 
     def __post_init__(self):
@@ -123,6 +125,7 @@ class Calibration:
         """Plain-Python representation (nested ``privacy`` as a dict)."""
         out = asdict(self)
         out["details"] = dict(self.details)
+        out["owner_diagnostics"] = dict(self.owner_diagnostics)
         return out
 
 

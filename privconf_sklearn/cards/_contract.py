@@ -1,4 +1,4 @@
-"""Contracts and the formal feasibility predicate (paper 003 Sec. 3-4, Eq. (3)).
+"""Contracts and the formal feasibility predicate (the contract-cards paper, Eq. (3)).
 
 A contract ``kappa = (gamma_target, eps_train_max, eps_cal_max, beta)`` (plus a ``delta``
 bound, which the paper fixes implicitly) is met by a configuration ``c`` when
@@ -8,7 +8,7 @@ bound, which the paper fixes implicitly) is met by a configuration ``c`` when
 
 Eq. (3) is stated for a marginal coverage bound and pure calibration privacy. The
 library's mechanisms also give bounds that hold only with probability ``1 - b`` over
-the noise, (epsilon, delta) guarantees, local DP and guarantees that were broken by a
+the noise, (epsilon, delta) guarantees, local DP, and guarantees that were broken by a
 data-dependent choice. :func:`check_contract` decides each case conservatively, one
 named clause at a time, so a verifier can say which clause failed and by how much:
 
@@ -16,11 +16,11 @@ named clause at a time, so a verifier can say which clause failed and by how muc
     ``L_marg >= gamma_target`` with ``L_marg = L - (1 - confidence)``. A bound ``L``
     that holds with probability ``confidence`` over the noise gives the marginal bound
     ``confidence * L >= L - (1 - confidence)`` (``L <= 1``), the same union-bound step
-    as Theorem 5.1 of paper 003 (``gamma - beta``). For a marginal bound
-    (``confidence = 1``) ``L_marg = L``.
+    as the paper's Theorem 5.1 (``gamma - beta``). A release whose coverage guarantee
+    does not hold (``Release.coverage_holds`` False) certifies nothing: ``L_marg = 0``.
 ``lower_bound_confidence``
     ``confidence >= 1 - beta``: the contract's ``beta`` is the largest failure
-    probability a coverage certificate may have (paper 003 Sec. 3).
+    probability a coverage certificate may have.
 ``level_reachable``
     The mechanism can reach the nominal level with this calibration size. Otherwise it
     releases the top of the score range (all labels, the widest interval): coverage 1,
@@ -39,13 +39,20 @@ named clause at a time, so a verifier can say which clause failed and by how muc
 Margins are signed slack, ``>= 0`` exactly when the clause holds: ``L_marg -
 gamma_target``, ``confidence - (1 - beta)`` and ``bound - value`` for budgets
 (``+inf`` when the bound is unconstrained, ``-inf`` for an infinite value).
+
+A release at the top of the range that still meets Eq. (3) (noise that never crossed
+the target) is feasible as the paper defines it, but trivial: cards show
+``Release.informative`` next to the decision.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
+from typing import ClassVar
+
+from .._validation import Interval, NoneValue, Options
+from ._records import BUDGET, FLAG, SIGNED, TEXT, check_fields, marginal_lower_bound
 
 __all__ = [
     "CLAUSES",
@@ -55,7 +62,6 @@ __all__ = [
     "card_coordinates",
     "check_contract",
     "decision_of",
-    "marginal_lower_bound",
 ]
 
 #: Clause names in the order cards list them.
@@ -70,20 +76,9 @@ CLAUSES = (
 )
 
 
-def _check_real(value, name: str, *, low: float, high: float, high_open: bool) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or math.isnan(value):
-        raise ValueError(f"{name} must be a real number; got {value!r}.")
-    value = float(value)
-    above = value >= high if high_open else value > high
-    if value < low or above:
-        closing = ")" if high_open else "]"
-        raise ValueError(f"{name} must lie in [{low:g}, {high:g}{closing}; got {value!r}.")
-    return value
-
-
 @dataclass(frozen=True)
 class Contract:
-    """Coverage and privacy requirements a deployment imposes (paper 003 Sec. 3).
+    """Coverage and privacy requirements a deployment imposes (the paper's Sec. 3).
 
     Parameters
     ----------
@@ -111,24 +106,16 @@ class Contract:
     max_epsilon_cal: float
     beta: float
     delta: float = 0.0
+    _constraints: ClassVar = {
+        "target_coverage": [Interval("real", 0, 1, closed="neither")],
+        "max_epsilon_train": BUDGET,
+        "max_epsilon_cal": BUDGET,
+        "beta": [Interval("real", 0, 1, closed="left")],
+        "delta": [Interval("real", 0, 1, closed="left")],
+    }
 
     def __post_init__(self):
-        target = _check_real(self.target_coverage, "target_coverage", low=0, high=1, high_open=True)
-        if target == 0.0:
-            raise ValueError("target_coverage must be > 0; got 0.0.")
-        checked = {
-            "target_coverage": target,
-            "max_epsilon_train": _check_real(
-                self.max_epsilon_train, "max_epsilon_train", low=0, high=math.inf, high_open=False
-            ),
-            "max_epsilon_cal": _check_real(
-                self.max_epsilon_cal, "max_epsilon_cal", low=0, high=math.inf, high_open=False
-            ),
-            "beta": _check_real(self.beta, "beta", low=0, high=1, high_open=True),
-            "delta": _check_real(self.delta, "delta", low=0, high=1, high_open=True),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -149,6 +136,8 @@ class Coordinates:
         Calibration guarantee, composed over a search's calibrations when there was one.
     calibration_holds : bool
         Whether the calibration guarantee holds (False: counted as ``(inf, 1)``).
+    coverage_holds : bool
+        Whether the release's coverage guarantee holds (False: ``L_marg = 0``).
     """
 
     coverage_lower_bound: float
@@ -159,6 +148,7 @@ class Coordinates:
     epsilon_cal: float
     delta_cal: float
     calibration_holds: bool = True
+    coverage_holds: bool = True
 
 
 @dataclass(frozen=True)
@@ -187,13 +177,17 @@ class Clause:
     bound: float | None
     margin: float | None
     satisfied: bool
+    _constraints: ClassVar = {
+        "name": [Options(*CLAUSES)],
+        "requirement": TEXT,
+        "value": [NoneValue(), *BUDGET],
+        "bound": [NoneValue(), *BUDGET],
+        "margin": [NoneValue(), *SIGNED],
+        "satisfied": FLAG,
+    }
 
-
-def marginal_lower_bound(lower_bound: float, confidence: float) -> float:
-    """``L - (1 - confidence)``, floored at 0: a marginal bound from a high-probability one."""
-    if confidence >= 1.0:
-        return float(lower_bound)
-    return max(0.0, float(lower_bound) - (1.0 - float(confidence)))
+    def __post_init__(self):
+        check_fields(self)
 
 
 def _budget_clause(name: str, value: float, bound: float, symbol: str) -> Clause:
@@ -209,7 +203,7 @@ def _budget_clause(name: str, value: float, bound: float, symbol: str) -> Clause
 
 
 def check_contract(contract: Contract, coordinates: Coordinates) -> tuple[Clause, ...]:
-    """Evaluate every clause of the (conservatively extended) Eq. (3) of paper 003.
+    """Evaluate every clause of the (conservatively extended) Eq. (3).
 
     Parameters
     ----------
@@ -222,82 +216,60 @@ def check_contract(contract: Contract, coordinates: Coordinates) -> tuple[Clause
     -------
     tuple of Clause
         In the order of :data:`CLAUSES`. The configuration is formally feasible iff
-        every clause is satisfied (Observation 4.1).
+        every clause is satisfied (the paper's Observation 4.1).
     """
     c = coordinates
     l_marg = marginal_lower_bound(c.coverage_lower_bound, c.lower_bound_confidence)
-    coverage = Clause(
-        name="coverage",
-        requirement=f"L - (1 - confidence) >= {contract.target_coverage:.6g}",
-        value=l_marg,
-        bound=contract.target_coverage,
-        margin=l_marg - contract.target_coverage,
-        satisfied=l_marg >= contract.target_coverage,
-    )
+    requirement = f"L - (1 - confidence) >= {contract.target_coverage:.6g}"
+    if not c.coverage_holds:
+        l_marg, requirement = 0.0, requirement + " (the release's coverage does not hold: L = 0)"
     needed = 1.0 - contract.beta
-    confidence = Clause(
-        name="lower_bound_confidence",
-        requirement=f"confidence >= 1 - beta = {needed:.6g}",
-        value=float(c.lower_bound_confidence),
-        bound=needed,
-        margin=float(c.lower_bound_confidence) - needed,
-        satisfied=c.lower_bound_confidence >= needed,
-    )
-    reachable = Clause(
-        name="level_reachable",
-        requirement="the mechanism reaches the nominal level (no trivial top-of-range release)",
-        value=None,
-        bound=None,
-        margin=None,
-        satisfied=bool(c.level_reachable),
-    )
-    if c.calibration_holds:
-        epsilon_cal, delta_cal = float(c.epsilon_cal), float(c.delta_cal)
-    else:
-        epsilon_cal, delta_cal = math.inf, 1.0
+    calibration = (c.epsilon_cal, c.delta_cal) if c.calibration_holds else (math.inf, 1.0)
     return (
-        coverage,
-        confidence,
-        reachable,
-        _budget_clause(
-            "epsilon_train", float(c.epsilon_train), contract.max_epsilon_train, "eps_train"
+        Clause(
+            "coverage",
+            requirement,
+            l_marg,
+            contract.target_coverage,
+            l_marg - contract.target_coverage,
+            l_marg >= contract.target_coverage,
         ),
-        _budget_clause("delta_train", float(c.delta_train), contract.delta, "delta_train"),
-        _budget_clause("epsilon_cal", epsilon_cal, contract.max_epsilon_cal, "eps_cal"),
-        _budget_clause("delta_cal", delta_cal, contract.delta, "delta_cal"),
+        Clause(
+            "lower_bound_confidence",
+            f"confidence >= 1 - beta = {needed:.6g}",
+            c.lower_bound_confidence,
+            needed,
+            c.lower_bound_confidence - needed,
+            c.lower_bound_confidence >= needed,
+        ),
+        Clause(
+            "level_reachable",
+            "the mechanism reaches the nominal level (no trivial top-of-range release)",
+            None,
+            None,
+            None,
+            c.level_reachable,
+        ),
+        _budget_clause("epsilon_train", c.epsilon_train, contract.max_epsilon_train, "eps_train"),
+        _budget_clause("delta_train", c.delta_train, contract.delta, "delta_train"),
+        _budget_clause("epsilon_cal", calibration[0], contract.max_epsilon_cal, "eps_cal"),
+        _budget_clause("delta_cal", calibration[1], contract.delta, "delta_cal"),
     )
 
 
-def card_coordinates(training, calibration_privacy, certificate, selection) -> Coordinates:
+def card_coordinates(training, calibration_privacy, certificate, selection, release=None):
     """The Eq. (3) coordinates a card's recorded fields give.
-
-    Parameters
-    ----------
-    training : TrainingPrivacy
-        Training privacy record.
-    calibration_privacy : PrivacyGuarantee
-        Guarantee of the calibration on the card.
-    certificate : Certificate
-        Coverage certificate record.
-    selection : Selection or None
-        Selection summary of a search.
 
     For a search that calibrated something, the calibration privacy is what the whole
     search spent (``selection.spent_*``), since the selection depends on every
     evaluated calibration.
     """
     if selection is not None and selection.n_evaluated > 0:
-        epsilon_cal, delta_cal, holds = (
-            selection.spent_epsilon_cal,
-            selection.spent_delta_cal,
-            True,
-        )
+        epsilon_cal, delta_cal = selection.spent_epsilon_cal, selection.spent_delta_cal
+        holds = True
     else:
-        epsilon_cal, delta_cal, holds = (
-            calibration_privacy.epsilon,
-            calibration_privacy.delta,
-            calibration_privacy.holds,
-        )
+        epsilon_cal, delta_cal = calibration_privacy.epsilon, calibration_privacy.delta
+        holds = calibration_privacy.holds
     return Coordinates(
         coverage_lower_bound=certificate.lower_bound,
         lower_bound_confidence=certificate.confidence,
@@ -307,6 +279,7 @@ def card_coordinates(training, calibration_privacy, certificate, selection) -> C
         epsilon_cal=epsilon_cal,
         delta_cal=delta_cal,
         calibration_holds=holds,
+        coverage_holds=release is None or release.coverage_holds,
     )
 
 

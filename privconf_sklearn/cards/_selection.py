@@ -1,4 +1,4 @@
-"""Rules of the certificate-aware search, on card records only (paper 003 Sec. 4).
+"""Rules of the certificate-aware search, on card records only (the paper's Sec. 4).
 
 The search and the verifier share these functions, so that a verifier can recompute
 from a card alone which configurations were formally feasible, which were dominated
@@ -10,8 +10,8 @@ class and its other parameters, score, model and its training privacy, calibrati
 size. Within such a group, ``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``,
 ``eps_cal(c) >= eps_cal(c')`` and ``delta_cal(c) >= delta_cal(c')``: a lower nominal
 level gives a lower threshold, and a larger budget (still within the contract) less
-noise. For DP-APS this is Remark 5.3 (the certificate width is non-increasing in
-``eps_cal``); for the other mechanisms the noise scale likewise decreases with the
+noise. For DP-APS this is the paper's Remark 5.3 (the certificate width is
+non-increasing in ``eps_cal``); for the other mechanisms the noise scale likewise decreases with the
 budget. Calibration size is a cost (rows held out), so sizes are never compared.
 Exact ties keep the first configuration of the grid.
 """
@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 
 from ..privacy import PrivacyGuarantee
+from ._codec import canonical_bytes
 from ._contract import Contract, card_coordinates, check_contract
 from ._records import Candidate, Certificate, TrainingPrivacy
-from ._serial import canonical_json
 
 __all__ = [
     "DOMINANCE_RULE",
@@ -42,8 +42,8 @@ DOMINANCE_RULE = (
     "Formal screening first: Eq. (3) on every configuration's certificate, no data read. "
     "Among feasible configurations that differ only in nominal coverage and calibration "
     "budget, keep those not dominated by one with lower-or-equal nominal coverage and "
-    "larger-or-equal (epsilon_cal, delta_cal) (paper 003 Remark 5.3); calibration sizes "
-    "are not compared. Evaluate the kept ones in order of nominal coverage (ascending), "
+    "larger-or-equal (epsilon_cal, delta_cal) (contract-cards paper, Remark 5.3); calibration "
+    "sizes are not compared. Evaluate the kept ones in order of nominal coverage (ascending), "
     "epsilon_cal (descending), calibration size (descending); choose the evaluated one "
     "with the smallest mean set size (mean width for regression) on the evaluation data, "
     "or the first in that order when no evaluation data is given."
@@ -60,14 +60,14 @@ def candidate_clauses(
     return check_contract(contract, card_coordinates(training, calibration, certificate, None))
 
 
-def _group_key(candidate: Candidate) -> str:
+def _group_key(candidate: Candidate) -> bytes:
     configuration = candidate.configuration
     mechanism_params = {
         key: value
         for key, value in configuration.mechanism.params.items()
         if key not in PRIVACY_PARAMETERS
     }
-    return canonical_json(
+    return canonical_bytes(
         {
             "task": configuration.task,
             "mechanism": configuration.mechanism.name,
@@ -96,7 +96,7 @@ def _dominates(a: Candidate, b: Candidate) -> bool:
 def non_dominated(candidates: tuple[Candidate, ...] | list[Candidate]) -> dict[int, int | None]:
     """For every formally feasible candidate: None if kept, else the index dominating it."""
     feasible = [c for c in candidates if c.formally_feasible]
-    groups: dict[str, list[Candidate]] = {}
+    groups: dict[bytes, list[Candidate]] = {}
     for candidate in feasible:
         groups.setdefault(_group_key(candidate), []).append(candidate)
     result: dict[int, int | None] = {}

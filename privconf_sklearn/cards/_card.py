@@ -1,15 +1,11 @@
 """Contract cards: auditable records of a calibration (the contract-cards paper, Table 1).
 
-A card has two published layers. The *formal* layer records the contract, the
-configuration, the mechanism's coverage certificate ``L(c)``, the privacy coordinates,
-the evaluated clauses of Eq. (3) with their margins, the decision, the release and, for
-a certificate-aware search, the selection summary; a SHA-256 digest of it is stored with
-the card, and it can be signed. The *diagnostic* layer holds published diagnostics that
-are not evidence. Both hold only public or privacy-protected quantities.
-
-The owner's non-private diagnostics (quantities computed from the calibration data
-without noise, and test-set results not declared public) stay in
-:attr:`ContractCard.owner_diagnostics`; they are written only on explicit request.
+A card has two published layers, both holding only public or privacy-protected
+quantities: the *formal* layer (contract, configuration, certificate ``L(c)``, privacy
+coordinates, the clauses of Eq. (3) with margins, decision, release, selection summary),
+covered by a SHA-256 digest and optionally signed, and the *diagnostic* layer, which is
+not evidence. The owner's non-private diagnostics stay in
+:attr:`ContractCard.owner_diagnostics`, written only on explicit request.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import BasePrivateConformal
-from .._validation import Boolean, InstanceOf, Interval, NoneValue, Options, validate_params
+from .._validation import Boolean, InstanceOf, Interval, Options, validate_params
 from ..mechanisms import Calibration, QuantileMechanism
 from ..metrics import (
     interval_coverage,
@@ -36,9 +32,8 @@ from ..metrics import (
 )
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._codec import MAX_CHARS, CardFormatError, decode, dumps, loads, plain_value, sha256_of
-from ._contract import CLAUSES, Clause, Contract, card_coordinates, check_contract, decision_of
+from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
 from ._records import (
-    MAX_AGENTS,
     SIZE,
     TEXT,
     Certificate,
@@ -49,12 +44,13 @@ from ._records import (
     Selection,
     Signature,
     TrainingPrivacy,
-    TupleOf,
-    check_fields,
+    _Checked,
     check_guarantee,
     guarantee_from_dict,
+    optional,
     record_from_dict,
     record_to_dict,
+    tuple_of,
 )
 from ._training import describe_estimator, stated_training, training_privacy
 
@@ -64,6 +60,16 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ContractCard", "OwnerDiagnosticsWarning"
 SCHEMA = "privconf_sklearn/contract-card"
 #: Version of the JSON schema; readers refuse other versions.
 SCHEMA_VERSION = 2
+
+#: Why a regression release at the upper score bound cannot certify its coverage.
+AT_UPPER_BOUND = (
+    "the threshold is the upper score bound: intervals cover only targets whose score "
+    "lies within score_bounds, which this card cannot certify without disclosing "
+    "calibration data"
+)
+
+_CONTRACT = optional([InstanceOf(Contract)])
+_ADJACENCY = optional([Options(*ADJACENCIES)])
 
 
 class OwnerDiagnosticsWarning(UserWarning):
@@ -84,26 +90,23 @@ def planned_privacy(mechanism, adjacency: str | None) -> PrivacyGuarantee:
 
 
 def split_details(calibration: Calibration) -> tuple[dict, dict]:
-    """``(public, owner)``: a calibration's published details and its owner diagnostics.
+    """``(public, owner)``: the calibration's published details and owner diagnostics.
 
-    ``Calibration.details`` holds public or privacy-protected quantities and
-    ``owner_diagnostics`` the non-private ones. Older records that still keep
-    non-private values in ``details`` mark them with ``diagnostics_are_private=False``:
-    then every detail counts as an owner diagnostic.
+    Records that still keep non-private values in ``details`` mark them with
+    ``diagnostics_are_private=False``; then every detail counts as an owner diagnostic.
     """
     public, owner = dict(calibration.details), dict(calibration.owner_diagnostics)
     if public.pop("diagnostics_are_private", None) is False:
-        owner, public = {**public, **owner}, {}
+        public, owner = {}, {**public, **owner}
     return plain_value(public), plain_value(owner)
 
 
 def configuration_of(estimator, n_samples, mechanism, score, model, agent_sizes=None):
     """The configuration of a (fitted or candidate) conformal estimator."""
-    alpha = float(estimator.alpha)
     return Configuration(
         task=task_of(estimator),
-        alpha=alpha,
-        nominal_coverage=1.0 - alpha,
+        alpha=float(estimator.alpha),
+        nominal_coverage=1.0 - float(estimator.alpha),
         n_samples=int(n_samples),
         mechanism=ComponentSpec.of(mechanism),
         conformity_score=None if score is None else ComponentSpec.of(score),
@@ -129,21 +132,13 @@ def _agent_sizes(mechanism, calibration: Calibration) -> tuple[int, ...] | None:
     return tuple(int(size) for size in sizes)
 
 
-#: Why a regression release at the upper score bound cannot certify its coverage.
-AT_UPPER_BOUND = (
-    "the threshold is the upper score bound: intervals cover only targets whose score "
-    "lies within score_bounds, which this card cannot certify without disclosing "
-    "calibration data"
-)
-
-
 def make_release(calibration, task, bounds=None, threshold=None, source=None) -> Release:
-    """The published release of a calibration (owner-only quantities left out).
+    """The published release of a calibration.
 
     ``coverage_holds`` is False when the calibration says so and, for regression,
-    whenever the threshold is the upper score bound (public either way). The reason of
-    an uninformative release is the mechanism's (computed from its private output);
-    a coverage failure gets a fixed public sentence, never the calibration's own
+    whenever the threshold is the upper score bound (public either way). An
+    uninformative release gives the mechanism's reason (computed from its private
+    output); a coverage failure a fixed sentence, never the calibration's own reason
     (which may quote data-dependent counts).
     """
     at_bound = task == "regression" and calibration.threshold >= 1.0
@@ -169,74 +164,67 @@ def make_release(calibration, task, bounds=None, threshold=None, source=None) ->
 
 def empirical_diagnostics(estimator, X, y) -> dict[str, Any]:
     """Coverage and efficiency of a fitted conformal estimator on ``(X, y)``."""
-    predicted = estimator.predict_set(X)
-    y_array = np.asarray(y)
+    predicted, y = estimator.predict_set(X), np.asarray(y)
     if task_of(estimator) == "regression":
         return {
-            "n_test": int(y_array.shape[0]),
-            "empirical_coverage": interval_coverage(y_array, predicted),
+            "n_test": int(y.shape[0]),
+            "empirical_coverage": interval_coverage(y, predicted),
             "mean_width": mean_interval_width(predicted),
         }
     return {
-        "n_test": int(y_array.shape[0]),
-        "empirical_coverage": set_coverage(y_array, predicted, estimator.classes_),
+        "n_test": int(y.shape[0]),
+        "empirical_coverage": set_coverage(y, predicted, estimator.classes_),
         "mean_set_size": mean_set_size(predicted),
         "singleton_rate": singleton_rate(predicted),
-        "accuracy": float(np.mean(np.asarray(estimator.predict(X)) == y_array)),
+        "accuracy": float(np.mean(np.asarray(estimator.predict(X)) == y)),
     }
 
 
-_ADJACENCY = [NoneValue(), Options(*ADJACENCIES)]
-_STATED = {"contract": [NoneValue(), InstanceOf(Contract)], "adjacency": _ADJACENCY}
-
-
 @dataclass(frozen=True)
-class ContractCard:
+class ContractCard(_Checked):
     """An auditable record of one calibration against a contract (Table 1 of the paper).
 
     Build cards with :meth:`from_estimator` (or the estimators' ``card_``),
     :meth:`from_calibration`, :meth:`for_configuration` or a
     :class:`~privconf_sklearn.cards.CertificateAwareSearch`; read them with
     :meth:`from_json`; check them with :func:`~privconf_sklearn.cards.verify_card`.
-    Every field is checked when a card is built (a card never holds a negative
-    budget, a threshold outside [0, 1] or a NaN).
+    Every field is checked when a card is built.
 
     Parameters
     ----------
     contract : Contract or None
-        The requirements (None: the card records the calibration only, ``decision`` is
-        ``"unchecked"``; see :meth:`with_contract`).
+        The requirements (None: ``decision`` is ``"unchecked"``; see
+        :meth:`with_contract`).
     configuration : Configuration
         Nominal coverage, calibration size, mechanism, score, model.
     training_privacy : TrainingPrivacy
         ``eps_train`` (and delta) and where it comes from.
     calibration_privacy : PrivacyGuarantee
-        ``eps_cal``: the guarantee of the calibration release, under the adjacency the
-        user stated.
+        ``eps_cal``: the calibration's guarantee, under the adjacency the user stated.
     certificate : Certificate
         ``L(c)``, its confidence and the marginal bound Eq. (3) uses.
     clauses : tuple of Clause
         Eq. (3) clause by clause, with margins (empty without a contract).
     decision : {"feasible", "infeasible", "unchecked"}
-        Conjunction of the clauses (Eq. (3) as the paper defines it; whether the sets
+        Conjunction of the clauses (Eq. (3) as the paper defines it: whether the sets
         are informative is ``release.informative``).
     release : Release or None, default=None
         The release (None for a configuration never calibrated).
     selection : Selection or None, default=None
-        Selection summary when the card comes from a certificate-aware search.
+        Selection summary of a certificate-aware search.
     diagnostics : Diagnostics, default=Diagnostics()
         Published diagnostics (public or privacy-protected quantities only).
     owner_diagnostics : dict, default={}
         The owner's diagnostics, NOT covered by the privacy guarantee: ``"calibration"``
-        (computed from the calibration data without noise, e.g. DP-APS's grid
-        threshold and certificate width, regression clip counts), ``"test"``
-        (:meth:`evaluate` on data not declared public), ``"candidates"`` (a search's
-        calibrations). Written only on request (``include_owner_diagnostics=True``).
+        (computed from the calibration data without noise: DP-APS's grid threshold and
+        certificate width, regression clip counts, data-derived score bounds...),
+        ``"test"`` (:meth:`evaluate` on data not declared public), ``"candidates"`` (a
+        search's calibrations). Written only with ``include_owner_diagnostics=True``.
     signature : Signature or None, default=None
         Ed25519 signature of the formal layer (:meth:`sign`).
     formal_sha256 : str, default=""
-        SHA-256 of the formal layer; computed when empty. A card read from JSON keeps
-        the stated digest, so the verifier can compare it with the recomputed one.
+        SHA-256 of the formal layer; computed when empty (a card read from JSON keeps
+        the stated one, for the verifier to compare).
 
     Examples
     --------
@@ -273,26 +261,27 @@ class ContractCard:
     formal_sha256: str = ""
     _estimator: Any = field(default=None, init=False, compare=False, repr=False, hash=False)
     _constraints: ClassVar = {
-        "contract": _STATED["contract"],
+        "contract": _CONTRACT,
         "configuration": [InstanceOf(Configuration)],
         "training_privacy": [InstanceOf(TrainingPrivacy)],
         "certificate": [InstanceOf(Certificate)],
-        "clauses": [TupleOf(InstanceOf(Clause), max_length=len(CLAUSES))],
+        "clauses": [tuple_of(InstanceOf(Clause), max_length=len(CLAUSES))],
         "decision": [Options("feasible", "infeasible", "unchecked")],
-        "release": [NoneValue(), InstanceOf(Release)],
-        "selection": [NoneValue(), InstanceOf(Selection)],
+        "release": optional([InstanceOf(Release)]),
+        "selection": optional([InstanceOf(Selection)]),
         "diagnostics": [InstanceOf(Diagnostics)],
         "owner_diagnostics": [InstanceOf(dict, "dict")],
-        "signature": [NoneValue(), InstanceOf(Signature)],
+        "signature": optional([InstanceOf(Signature)]),
         "formal_sha256": TEXT,
     }
 
     def __post_init__(self):
-        check_fields(self)
-        object.__setattr__(self, "calibration_privacy", check_guarantee(self.calibration_privacy))
+        super().__post_init__()
+        privacy = check_guarantee(self.calibration_privacy)
+        object.__setattr__(self, "calibration_privacy", privacy)
         release = self.release
         if release is not None and release.score_bounds_source == "calibration data":
-            if self.calibration_privacy.holds:
+            if privacy.holds:
                 raise ValueError(
                     "score bounds taken from the calibration data break the calibration "
                     "guarantee: calibration_privacy.holds must be False."
@@ -309,19 +298,19 @@ class ContractCard:
         """A card whose clauses and decision are computed from the given fields.
 
         ``fields``: ``configuration``, ``training_privacy``, ``calibration_privacy``,
-        ``certificate`` and optionally ``diagnostics``, ``owner_diagnostics``.
+        ``certificate``, optionally ``diagnostics`` and ``owner_diagnostics``.
         """
-        validate_params("ContractCard", {"contract": _STATED["contract"]}, {"contract": contract})
+        validate_params("ContractCard", {"contract": _CONTRACT}, {"contract": contract})
         clauses: tuple[Clause, ...] = ()
         if contract is not None:
-            coordinates = card_coordinates(
+            clauses = check_contract(
+                contract,
                 fields["training_privacy"],
                 fields["calibration_privacy"],
                 fields["certificate"],
                 selection,
                 release,
             )
-            clauses = check_contract(contract, coordinates)
         return cls(
             contract=contract,
             clauses=clauses,
@@ -349,50 +338,42 @@ class ContractCard:
         calibration : Calibration
             What ``mechanism.calibrate`` returned.
         mechanism : QuantileMechanism
-            The mechanism that produced it (its parameters go on the card).
+            The mechanism that produced it.
         contract : Contract or None, default=None
             Requirements to check.
         epsilon_train, delta_train : float or None, default=None
-            Training privacy of the model the scores came from; None records the
-            training as not known to be private (``inf``).
+            Training privacy of the model the scores came from (None: ``inf``, 0).
         adjacency : {"replace-one", "add/remove"} or None, default="replace-one"
-            Neighbouring relation the calibration guarantee is stated under
-            (:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`; None: as the
-            mechanism states it).
+            Relation the calibration guarantee is stated under
+            (:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`; None: as is).
 
         Returns
         -------
         ContractCard
         """
-        validate_params(
-            "ContractCard",
-            {
-                "calibration": [InstanceOf(Calibration)],
-                "mechanism": [InstanceOf(QuantileMechanism)],
-                **_STATED,
-            },
-            {
-                "calibration": calibration,
-                "mechanism": mechanism,
-                "contract": contract,
-                "adjacency": adjacency,
-            },
-        )
+        constraints = {
+            "calibration": [InstanceOf(Calibration)],
+            "mechanism": [InstanceOf(QuantileMechanism)],
+            "contract": _CONTRACT,
+            "adjacency": _ADJACENCY,
+        }
+        values = [calibration, mechanism, contract, adjacency]
+        validate_params("ContractCard", constraints, dict(zip(constraints, values, strict=True)))
         if type(mechanism).__name__ != calibration.mechanism:
             raise ValueError(
                 f"mechanism is a {type(mechanism).__name__} but the calibration was made "
                 f"by {calibration.mechanism}."
             )
         public, owner = split_details(calibration)
-        privacy = calibration.privacy
+        alpha, privacy = float(calibration.alpha), calibration.privacy
         return cls.build(
             contract=contract,
             configuration=Configuration(
-                task="unspecified",
-                alpha=float(calibration.alpha),
-                nominal_coverage=1.0 - float(calibration.alpha),
-                n_samples=int(calibration.n_samples),
-                mechanism=ComponentSpec.of(mechanism),
+                "unspecified",
+                alpha,
+                1.0 - alpha,
+                int(calibration.n_samples),
+                ComponentSpec.of(mechanism),
                 agent_sizes=_agent_sizes(mechanism, calibration),
             ),
             training_privacy=stated_training(epsilon_train, delta_train),
@@ -433,11 +414,11 @@ class ContractCard:
         contract : Contract or None, default=None
             Requirements to check.
         epsilon_train, delta_train : float or None, default=None
-            Training privacy; None records the training as not known to be private.
+            Training privacy (None: not known to be private).
         agent_sizes : sequence of int or None, default=None
             Federated mechanisms: the planned size of each agent's calibration set.
         adjacency : {"replace-one", "add/remove"} or None, default="replace-one"
-            Neighbouring relation the calibration guarantee is stated under.
+            Relation the calibration guarantee is stated under (None: as is).
 
         Returns
         -------
@@ -446,38 +427,30 @@ class ContractCard:
         Raises
         ------
         TypeError, ValueError
-            Naming the parameter, for a wrong type or value.
+            For a wrong type or value, naming the parameter.
         """
+        constraints = {
+            "mechanism": [InstanceOf(QuantileMechanism)],
+            "n_samples": SIZE,
+            "alpha": [Interval("real", 0, 1, closed="neither")],
+            "agent_sizes": optional([tuple_of(*SIZE)]),
+            "contract": _CONTRACT,
+            "adjacency": _ADJACENCY,
+        }
+        values = [mechanism, n_samples, alpha, agent_sizes, contract, adjacency]
         checked = validate_params(
             "ContractCard.for_configuration",
-            {
-                "mechanism": [InstanceOf(QuantileMechanism)],
-                "n_samples": SIZE,
-                "alpha": [Interval("real", 0, 1, closed="neither")],
-                "agent_sizes": [NoneValue(), TupleOf(*SIZE, max_length=MAX_AGENTS)],
-                **_STATED,
-            },
-            {
-                "mechanism": mechanism,
-                "n_samples": n_samples,
-                "alpha": alpha,
-                "agent_sizes": agent_sizes,
-                "contract": contract,
-                "adjacency": adjacency,
-            },
+            constraints,
+            dict(zip(constraints, values, strict=True)),
         )
         n, alpha, sizes = checked["n_samples"], checked["alpha"], checked["agent_sizes"]
-        extra = {} if sizes is None else {"agent_sizes": sizes}
-        planned = mechanism.coverage_certificate(n, alpha, **extra)
+        planned = mechanism.coverage_certificate(
+            n, alpha, **({} if sizes is None else {"agent_sizes": sizes})
+        )
         return cls.build(
             contract=contract,
             configuration=Configuration(
-                task="unspecified",
-                alpha=alpha,
-                nominal_coverage=1.0 - alpha,
-                n_samples=n,
-                mechanism=ComponentSpec.of(mechanism),
-                agent_sizes=sizes,
+                "unspecified", alpha, 1.0 - alpha, n, ComponentSpec.of(mechanism), None, None, sizes
             ),
             training_privacy=stated_training(epsilon_train, delta_train),
             calibration_privacy=planned_privacy(mechanism, adjacency),
@@ -499,7 +472,7 @@ class ContractCard:
         """Card of a fitted private conformal classifier or regressor.
 
         The calibration guarantee is ``estimator.calibration_.privacy`` as recorded
-        (the estimator states it under its ``adjacency``).
+        (stated under the estimator's adjacency).
 
         Parameters
         ----------
@@ -508,10 +481,9 @@ class ContractCard:
         contract : Contract or None, default=None
             Requirements to check; None records the calibration only.
         epsilon_train : float or None, default=None
-            Training budget. None reads it from the diffprivlib model (summed over the
-            diffprivlib steps of a pipeline); a model that is not a diffprivlib one is
-            recorded as not private (``inf``). A value below what diffprivlib reports
-            is refused.
+            Training budget. None reads it from the diffprivlib model (summed over a
+            pipeline's diffprivlib steps; ``inf`` for a model not known to be private).
+            A value below what diffprivlib reports is refused.
         delta_train : float or None, default=None
             Training delta (None: from diffprivlib, 0 for its pure-DP models).
         selection : Selection or None, default=None
@@ -520,8 +492,7 @@ class ContractCard:
         Returns
         -------
         ContractCard
-            With the estimator attached, so that :meth:`evaluate` can fill the
-            diagnostics.
+            With the estimator attached, for :meth:`evaluate`.
         """
         validate_params(
             "ContractCard.from_estimator",
@@ -529,15 +500,13 @@ class ContractCard:
             {"estimator": estimator},
         )
         check_is_fitted(estimator, "calibration_")
-        calibration = estimator.calibration_
-        task = task_of(estimator)
+        calibration, task = estimator.calibration_, task_of(estimator)
         public, owner = split_details(calibration)
         source = "public"
         if task == "regression" and estimator.score_bounds is None:
             source = "calibration data"
             public.pop("score_bounds", None)
-            owner["score_bounds"] = estimator.score_bounds_
-            owner["threshold_score_units"] = estimator.threshold_
+            owner.update(score_bounds=estimator.score_bounds_, threshold=estimator.threshold_)
         card = cls.build(
             contract=contract,
             configuration=configuration_of(
@@ -562,7 +531,7 @@ class ContractCard:
         return card
 
     def with_contract(self, contract: Contract | None) -> ContractCard:
-        """The same record checked against another contract (new clauses, digest, no signature)."""
+        """The same record checked against another contract (new digest, no signature)."""
         card = self.build(
             contract=contract,
             configuration=self.configuration,
@@ -581,14 +550,12 @@ class ContractCard:
     def evaluate(self, X, y, *, estimator=None, public: bool = False) -> ContractCard:
         """Compute the empirical diagnostics on held-out data, in place.
 
-        Classification: coverage, mean set size, singleton rate and the model's
-        accuracy. Regression: coverage and mean interval width.
-
-        The results are exact statistics of ``(X, y)``, with no noise: about the
-        calibration set they disclose nothing beyond the private threshold, but they
-        do disclose the test data. Unless the test data are public (``public=True``),
-        they are owner diagnostics (``owner_diagnostics["test"]``), written only on
-        request; with ``public=True`` they go to the published :attr:`diagnostics`.
+        Classification: coverage, mean set size, singleton rate, the model's accuracy.
+        Regression: coverage and mean interval width. They are exact statistics of
+        ``(X, y)``: about the calibration set they disclose nothing beyond the private
+        threshold, but they disclose the test data. So they are owner diagnostics
+        (``owner_diagnostics["test"]``) unless the test data are public
+        (``public=True``: they go to the published :attr:`diagnostics`).
 
         Parameters
         ----------
@@ -600,7 +567,7 @@ class ContractCard:
             Needed only for a card read from JSON; must be the calibration the card
             records (same threshold and calibration size).
         public : bool, default=False
-            Whether ``(X, y)`` are public data, so their diagnostics may be published.
+            Whether ``(X, y)`` are public, so their diagnostics may be published.
 
         Returns
         -------
@@ -634,12 +601,16 @@ class ContractCard:
 
     # ------------------------------------------------------------ serialising
     def formal_dict(self) -> dict:
-        """The formal layer as plain data (what the digest and the signature cover).
+        """The formal layer as plain data.
 
-        The certificate and release sit in ``calibrations``, a list of one entry for
-        the whole calibration set (``group`` None), so that per-group calibrations can
-        be added as further entries.
+        The certificate and release sit in ``calibrations``, one entry for the whole
+        calibration set (``group`` null), so that per-group entries can be added.
         """
+        calibration = {
+            "group": None,
+            "certificate": record_to_dict(self.certificate),
+            "release": record_to_dict(self.release),
+        }
         return {
             "contract": record_to_dict(self.contract),
             "configuration": record_to_dict(self.configuration),
@@ -647,45 +618,37 @@ class ContractCard:
                 "training": record_to_dict(self.training_privacy),
                 "calibration": record_to_dict(self.calibration_privacy),
             },
-            "calibrations": [
-                {
-                    "group": None,
-                    "certificate": record_to_dict(self.certificate),
-                    "release": record_to_dict(self.release),
-                }
-            ],
+            "calibrations": [calibration],
             "clauses": record_to_dict(self.clauses),
             "decision": self.decision,
             "selection": record_to_dict(self.selection),
         }
 
     def signed_payload(self) -> dict:
-        """Schema header and formal layer: what ``formal_sha256`` and the signature cover."""
+        """Schema header and formal layer: what the digest and the signature cover."""
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "formal": self.formal_dict()}
 
     def compute_digest(self) -> str:
-        """SHA-256 of the canonical JSON of :meth:`signed_payload`."""
+        """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`signed_payload`."""
         return sha256_of(self.signed_payload())
 
     def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
         """The card as plain data, in schema order (see :meth:`to_json`)."""
-        data = {
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "formal": self.formal_dict(),
-            "formal_sha256": self.formal_sha256,
-            "signature": record_to_dict(self.signature),
-            "diagnostics": record_to_dict(self.diagnostics),
-        }
         validate_params(
             "ContractCard",
             {"include_owner_diagnostics": [Boolean()]},
             {"include_owner_diagnostics": include_owner_diagnostics},
         )
+        data = {
+            **self.signed_payload(),
+            "formal_sha256": self.formal_sha256,
+            "signature": record_to_dict(self.signature),
+            "diagnostics": record_to_dict(self.diagnostics),
+        }
         if include_owner_diagnostics and self.owner_diagnostics:
             warnings.warn(
-                "Writing owner diagnostics: they are computed from the data without noise "
-                "and are NOT covered by the privacy guarantee. Do not publish this output.",
+                "Writing owner diagnostics: computed from the data without noise, they are "
+                "NOT covered by the privacy guarantee. Do not publish this output.",
                 OwnerDiagnosticsWarning,
                 stacklevel=3,
             )
@@ -698,8 +661,8 @@ class ContractCard:
         Parameters
         ----------
         include_owner_diagnostics : bool, default=False
-            Also write :attr:`owner_diagnostics` (with an
-            :class:`OwnerDiagnosticsWarning`): for the data owner's own records only.
+            Also write :attr:`owner_diagnostics`, with an
+            :class:`OwnerDiagnosticsWarning`: for the data owner's own records only.
 
         Returns
         -------
@@ -724,31 +687,30 @@ class ContractCard:
             missing, unknown or invalid (the message names its path).
         """
         data = decode(data)
-        _expect_keys(
+        _expect(
             data,
             "card",
-            {"schema", "schema_version", "formal", "formal_sha256"},
-            {"signature", "diagnostics", "owner_diagnostics"},
+            ["schema", "schema_version", "formal", "formal_sha256"],
+            ("signature", "diagnostics", "owner_diagnostics"),
         )
-        if data["schema"] != SCHEMA:
-            raise CardFormatError(f"schema must be {SCHEMA!r}; got {data['schema']!r}.")
-        if type(data["schema_version"]) is not int or data["schema_version"] != SCHEMA_VERSION:
+        version = data["schema_version"]
+        if data["schema"] != SCHEMA or type(version) is not int or version != SCHEMA_VERSION:
             raise CardFormatError(
-                f"schema_version {data['schema_version']!r} is not supported (this library "
-                f"reads version {SCHEMA_VERSION})."
+                f"not a {SCHEMA} card of schema_version {SCHEMA_VERSION}: schema "
+                f"{data['schema']!r}, version {version!r}."
             )
-        optional = {
-            "signature": None
-            if data.get("signature") is None
-            else record_from_dict(Signature, data["signature"], "signature"),
-            "diagnostics": record_from_dict(
-                Diagnostics, data.get("diagnostics", record_to_dict(Diagnostics())), "diagnostics"
-            ),
-            "owner_diagnostics": data.get("owner_diagnostics", {}),
-        }
+        signature, diagnostics = data.get("signature"), data.get("diagnostics")
         try:
             return cls(
-                **_formal_fields(data["formal"]), **optional, formal_sha256=data["formal_sha256"]
+                **_formal_fields(data["formal"]),
+                diagnostics=Diagnostics()
+                if diagnostics is None
+                else record_from_dict(Diagnostics, diagnostics, "diagnostics"),
+                owner_diagnostics=data.get("owner_diagnostics", {}),
+                signature=None
+                if signature is None
+                else record_from_dict(Signature, signature, "signature"),
+                formal_sha256=data["formal_sha256"],
             )
         except CardFormatError:
             raise
@@ -767,7 +729,7 @@ class ContractCard:
             return cls.from_json(handle.read(MAX_CHARS + 1))
 
     def to_markdown(self, *, include_owner_diagnostics: bool = False) -> str:
-        """The card as Markdown (see :meth:`to_json` for ``include_owner_diagnostics``)."""
+        """The card as Markdown (``include_owner_diagnostics`` as in :meth:`to_json`)."""
         from ._markdown import render_markdown
 
         data = self.to_dict(include_owner_diagnostics=include_owner_diagnostics)
@@ -776,15 +738,15 @@ class ContractCard:
     def sign(self, private_key) -> ContractCard:
         """A copy carrying an Ed25519 signature of the formal layer.
 
-        The digest ``formal_sha256`` protects against accidental edits only: anyone who
-        edits a card can recompute it. The signature says who issued the card: only the
-        holder of ``private_key`` can make one that verifies under the matching public
-        key (``verify_card(card, public_key=...)``). Needs the ``cryptography`` package
-        (``pip install privconf_sklearn[sign]``).
+        The digest ``formal_sha256`` protects against accidental edits only: whoever
+        edits a card can recompute it. The signature says who issued the card: only
+        the holder of ``private_key`` can make one that verifies under the matching
+        public key (``verify_card(card, public_key=...)``). Needs ``cryptography``
+        (``pip install "privconf_sklearn[sign]"``).
 
         Parameters
         ----------
-        private_key : cryptography.hazmat.primitives.asymmetric.ed25519.Ed25519PrivateKey
+        private_key : cryptography...ed25519.Ed25519PrivateKey
             The issuer's key.
 
         Returns
@@ -793,64 +755,54 @@ class ContractCard:
         """
         from ._signing import sign_payload
 
-        return dataclasses.replace(self, signature=sign_payload(self.signed_payload(), private_key))
+        signature = sign_payload(self.signed_payload(), private_key)
+        return dataclasses.replace(self, signature=signature)
 
 
-def _expect_keys(data: Any, path: str, required: set[str], optional: set[str]) -> None:
+def _expect(data: Any, path: str, required: list[str], optional: tuple = ()) -> None:
+    """``data`` is an object with the fields ``required`` and perhaps ``optional``."""
     if not isinstance(data, dict):
         raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
-    missing, unknown = required - set(data), set(data) - required - optional
+    missing, unknown = set(required) - set(data), set(data) - {*required, *optional}
     if missing or unknown:
         raise CardFormatError(
             f"{path}: unknown fields {sorted(unknown)[:10]}, missing fields {sorted(missing)}."
         )
 
 
-_FORMAL = {
-    "contract",
-    "configuration",
-    "privacy",
-    "calibrations",
-    "clauses",
-    "decision",
-    "selection",
-}
-
-
 def _formal_fields(formal: Any) -> dict[str, Any]:
     """Constructor arguments of :class:`ContractCard` from the decoded formal layer."""
-    _expect_keys(formal, "formal", _FORMAL, set())
-    _expect_keys(formal["privacy"], "formal.privacy", {"training", "calibration"}, set())
+    names = ["contract", "configuration", "privacy", "calibrations", "clauses", "decision"]
+    _expect(formal, "formal", [*names, "selection"])
+    _expect(formal["privacy"], "formal.privacy", ["training", "calibration"])
     entries = formal["calibrations"]
-    if not isinstance(entries, tuple) or len(entries) != 1:
+    if not isinstance(entries, tuple) or len(entries) != 1 or not isinstance(entries[0], dict):
         raise CardFormatError("formal.calibrations must hold exactly one entry (no groups).")
-    _expect_keys(entries[0], "formal.calibrations[0]", {"group", "certificate", "release"}, set())
+    _expect(entries[0], "formal.calibrations[0]", ["group", "certificate", "release"])
     if entries[0]["group"] is not None:
         raise CardFormatError("formal.calibrations[0].group must be null (no groups).")
     if not isinstance(formal["clauses"], tuple):
         raise CardFormatError("formal.clauses must be a JSON array.")
 
-    def optional(record_type, value, path):
-        return None if value is None else record_from_dict(record_type, value, path)
+    def record(kind, value, path):
+        return None if value is None else record_from_dict(kind, value, path)
 
-    calibration = formal["privacy"]["calibration"]
+    where = "formal.calibrations[0]"
     return {
-        "contract": optional(Contract, formal["contract"], "formal.contract"),
-        "configuration": record_from_dict(
-            Configuration, formal["configuration"], "formal.configuration"
-        ),
-        "training_privacy": record_from_dict(
+        "contract": record(Contract, formal["contract"], "formal.contract"),
+        "configuration": record(Configuration, formal["configuration"], "formal.configuration"),
+        "training_privacy": record(
             TrainingPrivacy, formal["privacy"]["training"], "formal.privacy.training"
         ),
-        "calibration_privacy": guarantee_from_dict(calibration, "formal.privacy.calibration"),
-        "certificate": record_from_dict(
-            Certificate, entries[0]["certificate"], "formal.calibrations[0].certificate"
+        "calibration_privacy": guarantee_from_dict(
+            formal["privacy"]["calibration"], "formal.privacy.calibration"
         ),
-        "release": optional(Release, entries[0]["release"], "formal.calibrations[0].release"),
+        "certificate": record(Certificate, entries[0]["certificate"], f"{where}.certificate"),
+        "release": record(Release, entries[0]["release"], f"{where}.release"),
         "clauses": tuple(
             record_from_dict(Clause, c, f"formal.clauses[{i}]")
             for i, c in enumerate(formal["clauses"])
         ),
         "decision": formal["decision"],
-        "selection": optional(Selection, formal["selection"], "formal.selection"),
+        "selection": record(Selection, formal["selection"], "formal.selection"),
     }

@@ -31,13 +31,13 @@ from ._card import (
     planned_privacy,
     split_details,
 )
-from ._contract import Contract
-from ._records import SIZE, Candidate, Certificate, Diagnostics, Selection, TupleOf
+from ._contract import Contract, check_contract
+from ._records import SIZE, Candidate, Certificate, Diagnostics, Selection, tuple_of
 from ._selection import (
     DOMINANCE_RULE,
     best_attempted,
-    candidate_clauses,
     composed_spend,
+    coverage_margin,
     non_dominated,
     priority_order,
 )
@@ -45,7 +45,7 @@ from ._training import check_stated, training_privacy
 
 __all__ = ["CertificateAwareSearch"]
 
-_SIZES = TupleOf(*SIZE, max_length=10_000)
+_SIZES = tuple_of(*SIZE)
 _ALPHA = {"alpha": [Interval("real", 0, 1, closed="neither")]}
 
 
@@ -215,7 +215,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
             training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
             privacy = planned_privacy(mechanism, estimator.get_params().get("adjacency"))
-            clauses = candidate_clauses(self.contract, training, privacy, certificate)
+            clauses = check_contract(self.contract, training, privacy, certificate)
             feasible = all(clause.satisfied for clause in clauses)
             failed = ", ".join(c.name for c in clauses if not c.satisfied)
             candidate = Candidate(
@@ -308,10 +308,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         screened = self._screen()
         candidates = [c for _, c in screened]
         kept = [c for c in candidates if c.formally_feasible and c.status != "dominated"]
-        margin = max(
-            candidate_clauses(self.contract, c.training, c.calibration, c.certificate)[0].margin
-            for c in candidates
-        )
+        margin = max(coverage_margin(self.contract, c) for c in candidates)
         if not kept:
             best = best_attempted(self.contract, candidates)
             selection = self._selection(candidates, None, 0, margin, (0.0, 0.0))

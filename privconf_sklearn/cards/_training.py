@@ -16,8 +16,8 @@ import numbers
 
 from sklearn.pipeline import Pipeline
 
-from .._validation import NoneValue, validate_params
-from ._records import BUDGET, DELTA, TrainingPrivacy
+from .._validation import validate_params
+from ._records import BUDGET, UNIT, TrainingPrivacy, optional
 
 __all__ = ["check_stated", "describe_estimator", "stated_training", "training_privacy"]
 
@@ -57,7 +57,7 @@ def check_stated(epsilon_train, delta_train) -> tuple[float | None, float | None
     """A stated training budget: epsilon >= 0 (inf allowed) and delta in [0, 1], or None."""
     checked = validate_params(
         "ContractCard",
-        {"epsilon_train": [NoneValue(), *BUDGET], "delta_train": [NoneValue(), *DELTA]},
+        {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)},
         {"epsilon_train": epsilon_train, "delta_train": delta_train},
     )
     return checked["epsilon_train"], checked["delta_train"]

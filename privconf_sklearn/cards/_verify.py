@@ -32,13 +32,14 @@ from typing import Any
 from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._card import ContractCard
-from ._contract import Clause, Contract, card_coordinates, check_contract, decision_of
+from ._contract import Clause, Contract, check_contract, decision_of
 from ._records import Candidate, Certificate, ComponentSpec, Configuration, Selection
 from ._selection import (
     DOMINANCE_RULE,
     best_attempted,
-    candidate_clauses,
+    clauses_of,
     composed_spend,
+    coverage_margin,
     non_dominated,
 )
 
@@ -234,9 +235,7 @@ def _check_candidate(contract: Contract, candidate: Candidate, registry, problem
         problems,
         released,
     )
-    clauses = candidate_clauses(
-        contract, candidate.training, candidate.calibration, candidate.certificate
-    )
+    clauses = clauses_of(contract, candidate)
     feasible = all(c.satisfied for c in clauses)
     if feasible != candidate.formally_feasible:
         problems.append(
@@ -265,10 +264,7 @@ def _check_summary(contract: Contract, selection: Selection, problems: list[str]
         [c.calibration for c in candidates if c.status in ("evaluated", "chosen")],
         selection.calibration_split,
     )
-    margins = [
-        candidate_clauses(contract, c.training, c.calibration, c.certificate)[0].margin
-        for c in candidates
-    ]
+    margins = [coverage_margin(contract, c) for c in candidates]
     expected = {
         "n_checked": len(candidates),
         "n_formally_feasible": sum(c.formally_feasible for c in candidates),
@@ -339,14 +335,14 @@ def _check_clauses(card: ContractCard, recomputed, problems: list[str]) -> tuple
         return ()
 
     def clauses_with(certificate):
-        coordinates = card_coordinates(
+        return check_contract(
+            card.contract,
             card.training_privacy,
             card.calibration_privacy,
             certificate,
             card.selection,
             card.release,
         )
-        return check_contract(card.contract, coordinates)
 
     recorded = clauses_with(card.certificate)
     if recorded != card.clauses:

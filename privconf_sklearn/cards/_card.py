@@ -68,8 +68,24 @@ AT_UPPER_BOUND = (
     "calibration data"
 )
 
-_CONTRACT = optional([InstanceOf(Contract)])
-_ADJACENCY = optional([Options(*ADJACENCIES)])
+#: Constraints of the arguments of the public entry points.
+ARGUMENTS = {
+    "calibration": [InstanceOf(Calibration)],
+    "mechanism": [InstanceOf(QuantileMechanism)],
+    "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
+    "contract": optional([InstanceOf(Contract)]),
+    "adjacency": optional([Options(*ADJACENCIES)]),
+    "n_samples": SIZE,
+    "alpha": [Interval("real", 0, 1, closed="neither")],
+    "agent_sizes": optional([tuple_of(*SIZE)]),
+    "public": [Boolean()],
+    "include_owner_diagnostics": [Boolean()],
+}
+
+
+def check_arguments(owner: str, **values) -> dict[str, Any]:
+    """``values`` checked against :data:`ARGUMENTS` (TypeError / ValueError naming them)."""
+    return validate_params(owner, {name: ARGUMENTS[name] for name in values}, values)
 
 
 class OwnerDiagnosticsWarning(UserWarning):
@@ -122,6 +138,15 @@ def _certificate(calibration: Calibration) -> Certificate:
         calibration.lower_bound_confidence,
         calibration.feasible,
         reason,
+    )
+
+
+def _bare(mechanism, n_samples, alpha, agent_sizes) -> Configuration:
+    """The configuration of a calibration without a model on record."""
+    alpha = float(alpha)
+    spec = ComponentSpec.of(mechanism)
+    return Configuration(
+        "unspecified", alpha, 1.0 - alpha, int(n_samples), spec, None, None, agent_sizes
     )
 
 
@@ -261,7 +286,7 @@ class ContractCard(_Checked):
     formal_sha256: str = ""
     _estimator: Any = field(default=None, init=False, compare=False, repr=False, hash=False)
     _constraints: ClassVar = {
-        "contract": _CONTRACT,
+        "contract": ARGUMENTS["contract"],
         "configuration": [InstanceOf(Configuration)],
         "training_privacy": [InstanceOf(TrainingPrivacy)],
         "certificate": [InstanceOf(Certificate)],
@@ -300,7 +325,7 @@ class ContractCard(_Checked):
         ``fields``: ``configuration``, ``training_privacy``, ``calibration_privacy``,
         ``certificate``, optionally ``diagnostics`` and ``owner_diagnostics``.
         """
-        validate_params("ContractCard", {"contract": _CONTRACT}, {"contract": contract})
+        check_arguments("ContractCard", contract=contract)
         clauses: tuple[Clause, ...] = ()
         if contract is not None:
             clauses = check_contract(
@@ -351,31 +376,24 @@ class ContractCard(_Checked):
         -------
         ContractCard
         """
-        constraints = {
-            "calibration": [InstanceOf(Calibration)],
-            "mechanism": [InstanceOf(QuantileMechanism)],
-            "contract": _CONTRACT,
-            "adjacency": _ADJACENCY,
-        }
-        values = [calibration, mechanism, contract, adjacency]
-        validate_params("ContractCard", constraints, dict(zip(constraints, values, strict=True)))
+        check_arguments(
+            "ContractCard.from_calibration",
+            calibration=calibration,
+            mechanism=mechanism,
+            contract=contract,
+            adjacency=adjacency,
+        )
         if type(mechanism).__name__ != calibration.mechanism:
             raise ValueError(
                 f"mechanism is a {type(mechanism).__name__} but the calibration was made "
                 f"by {calibration.mechanism}."
             )
         public, owner = split_details(calibration)
-        alpha, privacy = float(calibration.alpha), calibration.privacy
+        privacy = calibration.privacy
+        sizes = _agent_sizes(mechanism, calibration)
         return cls.build(
             contract=contract,
-            configuration=Configuration(
-                "unspecified",
-                alpha,
-                1.0 - alpha,
-                int(calibration.n_samples),
-                ComponentSpec.of(mechanism),
-                agent_sizes=_agent_sizes(mechanism, calibration),
-            ),
+            configuration=_bare(mechanism, calibration.n_samples, calibration.alpha, sizes),
             training_privacy=stated_training(epsilon_train, delta_train),
             calibration_privacy=privacy if adjacency is None else privacy.under(adjacency),
             certificate=_certificate(calibration),
@@ -429,19 +447,14 @@ class ContractCard(_Checked):
         TypeError, ValueError
             For a wrong type or value, naming the parameter.
         """
-        constraints = {
-            "mechanism": [InstanceOf(QuantileMechanism)],
-            "n_samples": SIZE,
-            "alpha": [Interval("real", 0, 1, closed="neither")],
-            "agent_sizes": optional([tuple_of(*SIZE)]),
-            "contract": _CONTRACT,
-            "adjacency": _ADJACENCY,
-        }
-        values = [mechanism, n_samples, alpha, agent_sizes, contract, adjacency]
-        checked = validate_params(
+        checked = check_arguments(
             "ContractCard.for_configuration",
-            constraints,
-            dict(zip(constraints, values, strict=True)),
+            mechanism=mechanism,
+            n_samples=n_samples,
+            alpha=alpha,
+            agent_sizes=agent_sizes,
+            contract=contract,
+            adjacency=adjacency,
         )
         n, alpha, sizes = checked["n_samples"], checked["alpha"], checked["agent_sizes"]
         planned = mechanism.coverage_certificate(
@@ -449,9 +462,7 @@ class ContractCard(_Checked):
         )
         return cls.build(
             contract=contract,
-            configuration=Configuration(
-                "unspecified", alpha, 1.0 - alpha, n, ComponentSpec.of(mechanism), None, None, sizes
-            ),
+            configuration=_bare(mechanism, n, alpha, sizes),
             training_privacy=stated_training(epsilon_train, delta_train),
             calibration_privacy=planned_privacy(mechanism, adjacency),
             certificate=Certificate.of(
@@ -494,11 +505,7 @@ class ContractCard(_Checked):
         ContractCard
             With the estimator attached, for :meth:`evaluate`.
         """
-        validate_params(
-            "ContractCard.from_estimator",
-            {"estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")]},
-            {"estimator": estimator},
-        )
+        check_arguments("ContractCard.from_estimator", estimator=estimator)
         check_is_fitted(estimator, "calibration_")
         calibration, task = estimator.calibration_, task_of(estimator)
         public, owner = split_details(calibration)
@@ -574,7 +581,7 @@ class ContractCard(_Checked):
         ContractCard
             This card.
         """
-        validate_params("ContractCard.evaluate", {"public": [Boolean()]}, {"public": public})
+        check_arguments("ContractCard.evaluate", public=public)
         estimator = self._estimator if estimator is None else estimator
         if estimator is None:
             raise ValueError(
@@ -634,11 +641,7 @@ class ContractCard(_Checked):
 
     def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
         """The card as plain data, in schema order (see :meth:`to_json`)."""
-        validate_params(
-            "ContractCard",
-            {"include_owner_diagnostics": [Boolean()]},
-            {"include_owner_diagnostics": include_owner_diagnostics},
-        )
+        check_arguments("ContractCard", include_owner_diagnostics=include_owner_diagnostics)
         data = {
             **self.signed_payload(),
             "formal_sha256": self.formal_sha256,

@@ -1,15 +1,8 @@
-"""Certificate-aware search over private conformal configurations (paper's Sec. 4).
+"""Certificate-aware search over private conformal configurations (the paper's Sec. 4).
 
-Privacy cost, compared with ``GridSearchCV`` over a private conformal estimator:
-``GridSearchCV`` calibrates every configuration on every fold, and each calibration
-spends its ``epsilon_cal`` on rows the others also use, so a 36-configuration grid with
-5 folds costs up to ``5 * 36 * epsilon_cal`` by sequential composition. Here the
-formal screening reads no data (certificates depend only on public ``n``, ``alpha`` and
-the mechanism's parameters), so it spends nothing; only the few evaluated
-configurations are calibrated. On disjoint calibration rows (the default) they compose
-in parallel, so the whole search costs the largest ``epsilon_cal`` among them, which is
-within the contract; on shared rows they compose sequentially and the search stops
-evaluating before the sum would exceed the contract.
+Formal screening reads no data (certificates depend only on the public ``n``,
+``alpha`` and the mechanism's parameters); only the few kept configurations are
+calibrated: on disjoint rows they compose in parallel, on shared rows sequentially.
 """
 
 from __future__ import annotations
@@ -52,32 +45,22 @@ _ALPHA = {"alpha": [Interval("real", 0, 1, closed="neither")]}
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """Choose a configuration that meets a contract, spending privacy only on finalists.
 
-    The contract-cards paper's Sec. 4 and Table 2. Every configuration of ``param_grid`` is first
-    checked against Eq. (3) using its mechanism's formal certificate
-    (``coverage_certificate(n, alpha)``) and privacy guarantee: no data is read, no
-    privacy is spent. Among the formally feasible configurations, dominated ones are
-    dropped (lower nominal coverage and a larger budget within the contract dominate,
-    the paper's Remark 5.3; the card records the rule in ``selection.rule``).
-    Only the remaining ones are calibrated, on the calibration rows given to
-    :meth:`fit`, and compared on evaluation data. The resulting :attr:`card_` records
-    the checked, formally feasible, selected and evaluated counts, every
-    configuration's certificate and status, and the decision; an infeasible contract
-    gives an infeasibility card with the best attempted configuration and its negative
-    margins, not an exception.
+    The contract-cards paper's Sec. 4 and Table 2. Every configuration of
+    ``param_grid`` is first checked against Eq. (3) with its mechanism's certificate
+    and guarantee (no data read, no privacy spent); dominated feasible configurations
+    are dropped (rule in ``selection.rule``); only the remaining ones are calibrated on
+    the rows given to :meth:`fit` and compared on evaluation data. An infeasible
+    contract gives an infeasibility card (best attempted configuration, negative
+    margins), not an exception.
 
-    Privacy cost. ``GridSearchCV`` over a private estimator calibrates every
-    configuration on every fold and spends ``epsilon_cal`` each time on overlapping
-    rows (sequential composition: up to ``n_folds * n_configurations * epsilon_cal``).
-    Here formal screening spends nothing; only evaluated configurations spend. With
-    ``calibration_split="disjoint"`` they calibrate on disjoint rows, so by parallel
-    composition the whole search costs the largest ``epsilon_cal`` among them, at most
-    the contract's; with ``"shared"`` they reuse rows and the costs add up, so the
-    search evaluates only as many as the contract's ``max_epsilon_cal`` (and ``delta``)
-    allows. The card's ``epsilon_cal`` clause is checked against this composed cost,
-    because the chosen threshold depends on every evaluated calibration. The
-    evaluation rows (``X_eval``) are used without privacy protection: they must be
-    public or already released (e.g. a test set). Without them only the first
-    configuration in priority order is calibrated.
+    Privacy cost: with ``calibration_split="disjoint"`` the evaluated configurations
+    calibrate on disjoint rows, so the search costs the largest ``epsilon_cal`` among
+    them (parallel composition); with ``"shared"`` the costs add up and the search
+    evaluates only what the contract's budget allows. The card's ``epsilon_cal``
+    clause is checked against this composed cost. ``X_eval`` is used without privacy
+    protection: it must be public or already released. Without it only the first
+    configuration in priority order is calibrated. The user guide compares the cost
+    with ``GridSearchCV``'s.
 
     Parameters
     ----------

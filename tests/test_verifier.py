@@ -196,7 +196,7 @@ def _deep(depth):
 CRAFTED_TEXT = {  # built when a test asks: one of them is 16 MiB
     "depth 1e5": lambda: _deep(100_000),
     "depth 1e5 inside a card": lambda: _simple_card_json().replace(
-        '"group": null', f'"group": {_deep(10**5)}'
+        '"decision": "unchecked"', f'"decision": {_deep(10**5)}'
     ),
     "5,000-digit integer": lambda: _simple_card_json().replace(
         '"n_samples": 3000', '"n_samples": ' + "9" * 5000
@@ -248,8 +248,6 @@ RESEALED_LIES = {
     "alpha = 1": (("formal", "configuration", "alpha"), 1.0),
     "alpha = 10**400": (("formal", "configuration", "alpha"), 10**400),
     "alpha = NaN": (("formal", "configuration", "alpha"), math.nan),
-    "training epsilon = -5": (("formal", "privacy", "training", "epsilon"), -5.0),
-    "training delta = -1": (("formal", "privacy", "training", "delta"), -1.0),
     "training delta = 2": (("formal", "privacy", "training", "delta"), 2.0),
     "calibration epsilon = -1": (("formal", "privacy", "calibration", "epsilon"), -1.0),
     "release threshold = 7": (("formal", "calibrations", 0, "release", "threshold"), 7.0),
@@ -303,6 +301,50 @@ def test_resealed_lies_are_inconsistent_not_accepted_nor_a_crash(name):
     assert result.status == "inconsistent" and result.exit_code == 2, result.report()
     if isinstance(value, float | int) and name != "nested params 1e5 deep":
         assert verify_card(json.dumps(data)).status == "inconsistent"
+
+
+@lru_cache(maxsize=1)
+def _calibration_card_json():
+    """An informative, feasible card of a bare ExponQ calibration."""
+    import numpy as np
+
+    mechanism = ExponQ(epsilon=1.0)
+    calibration = mechanism.calibrate(np.linspace(0, 1, 3000), 0.1, random_state=0)
+    contract = Contract(0.85, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=0.0)
+    card = ContractCard.from_calibration(
+        calibration, mechanism, contract=contract, epsilon_train=1.0
+    )
+    assert card.decision == "feasible" and card.release.informative
+    return card.to_json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("training epsilon", -5.0),
+        ("training delta", -1.0),
+        ("threshold", 7.0),
+        ("threshold", {"$float": "nan"}),
+        ("threshold", {"$float": "inf"}),
+    ],
+)
+def test_resealed_lies_that_keep_eq3_consistent_are_not_accepted(field, value):
+    """The issue-14 attack: edit a field, fix the clauses it feeds, recompute the digest."""
+    text = _calibration_card_json()
+    assert verify_card(text).status == "accepted"
+    data = json.loads(text)
+    if field == "threshold":
+        data["formal"]["calibrations"][0]["release"]["threshold"] = value
+    else:
+        name = field.split()[1]
+        data["formal"]["privacy"]["training"][name] = value
+        for clause in data["formal"]["clauses"]:
+            if clause["name"] == f"{name}_train":
+                bound = clause["bound"]
+                clause.update(value=value, margin=bound - value, satisfied=value <= bound)
+    result = verify_card(_reseal(data))
+    assert result.status == "inconsistent", result.report()
+    assert field.split()[-1] in " ".join(result.problems)
 
 
 def _regression_card(score_bounds, mechanism, model=None):

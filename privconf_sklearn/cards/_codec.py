@@ -123,31 +123,32 @@ def loads(text: str | bytes) -> Any:
     return decode(data)
 
 
-def decode(data: Any, depth: int = 0) -> Any:
+def decode(data: Any, path: str = "card", depth: int = 0) -> Any:
     """Parsed JSON as card values: ``{"$float": "inf"}`` to floats, arrays to tuples.
 
     Also checks a parsed value given directly (``verify_card(json.loads(text))``):
-    nesting depth, JSON types only, string keys, no NaN. Idempotent.
+    nesting depth, JSON types only, string keys, no NaN. Idempotent. Errors name the
+    path.
     """
     if depth > MAX_DEPTH:
-        raise CardFormatError(f"nested deeper than {MAX_DEPTH} levels.")
+        raise CardFormatError(f"{path}: nested deeper than {MAX_DEPTH} levels.")
     if isinstance(data, dict):
         if _FLOAT in data:
             if len(data) != 1 or data[_FLOAT] not in _INFINITIES:
                 raise CardFormatError(
-                    f"{{'{_FLOAT}': ...}} must be the only key, with value 'inf' or '-inf'."
+                    f"{path}: {{'{_FLOAT}': ...}} must be the only key, with value 'inf' or '-inf'."
                 )
             return _INFINITIES[data[_FLOAT]]
         if not all(isinstance(key, str) for key in data):
-            raise CardFormatError("JSON object keys must be strings.")
-        return {key: decode(item, depth + 1) for key, item in data.items()}
+            raise CardFormatError(f"{path}: JSON object keys must be strings.")
+        return {key: decode(item, f"{path}.{key}", depth + 1) for key, item in data.items()}
     if isinstance(data, list | tuple):
-        return tuple(decode(item, depth + 1) for item in data)
+        return tuple(decode(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(data))
     if isinstance(data, float) and math.isnan(data):
-        raise CardFormatError("NaN is not a card value.")
+        raise CardFormatError(f"{path}: NaN is not a card value.")
     if data is None or isinstance(data, bool | int | float | str):
         return data
-    raise CardFormatError(f"{type(data).__name__} is not a JSON value.")
+    raise CardFormatError(f"{path}: {type(data).__name__} is not a JSON value.")
 
 
 def plain_value(value: Any) -> Any:

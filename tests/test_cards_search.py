@@ -1,4 +1,4 @@
-"""Certificate-aware search (contract-cards paper, Sec. 4, Table 2); DP-APS certificates (Sec. 5)."""
+"""Certificate-aware search (contract-cards paper, Sec. 4, Table 2) and DP-APS (Sec. 5)."""
 
 import importlib.util
 import itertools

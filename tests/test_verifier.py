@@ -229,6 +229,13 @@ def test_crafted_text_is_inconsistent_not_a_crash(name):
     assert result.problems
 
 
+def test_long_integers_are_refused_while_parsing():
+    """Integer parsing is bounded (no quadratic work, no ValueError from int())."""
+    text = _simple_card_json().replace('"n_samples": 3000', '"n_samples": 1' + "0" * 30)
+    result = verify_card(text)
+    assert result.status == "inconsistent" and "31 digits" in result.problems[0]
+
+
 def _huge_nesting(depth):
     node = []
     for _ in range(depth):

@@ -758,8 +758,11 @@ class ContractCard(_Checked):
         """
         from ._signing import sign_payload
 
-        signature = sign_payload(self.signed_payload(), private_key)
-        return dataclasses.replace(self, signature=signature)
+        signed = dataclasses.replace(
+            self, signature=sign_payload(self.signed_payload(), private_key)
+        )
+        object.__setattr__(signed, "_estimator", self._estimator)
+        return signed
 
 
 def _expect(data: Any, path: str, required: list[str], optional: tuple = ()) -> None:

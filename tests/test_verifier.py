@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import pytest
 from diffprivlib.models import GaussianNB, LinearRegression
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.dummy import DummyRegressor
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
@@ -472,3 +474,30 @@ def test_signed_cards_verify_only_under_the_issuers_key():
     with pytest.raises(ValueError, match="public_key"):
         verify_card(text, public_key=b"-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----")
     assert card.with_contract(card.contract).signature is None
+
+
+# ------------------------------------------------------------------- fuzzing
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5)
+    | st.sampled_from([{"$float": "inf"}, {"$float": "-inf"}, {"$float": "nan"}]),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(index=st.integers(min_value=0), value=_JSON_VALUES, reseal=st.booleans())
+def test_fuzzed_cards_never_crash_the_verifier(index, value, reseal):
+    text = _search_card_json()
+    paths = _formal_paths()
+    path = paths[index % len(paths)]
+    result = verify_card(_edited(text, path, value, reseal=reseal))
+    assert result.status in ("accepted", "rejected", "unchecked", "inconsistent")
+    if not reseal and _value(text, path) != value:
+        assert result.status == "inconsistent"

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.privacy import (
     ExponentialMechanism,
     GaussianQueryComposer,
@@ -106,8 +105,8 @@ def test_exponential_mechanism_extreme_epsilon_is_never_nan(epsilon):
 def test_exponential_mechanism_sampler_matches_its_distribution():
     mechanism = ExponentialMechanism(1.5, 1.0, analysis="range-bounded")
     utilities = np.array([0.0, -0.5, -1.0, -2.0, -4.0, -8.0])
-    noise = check_noise_source(3)
-    draws = [mechanism.select(utilities, noise) for _ in range(20000)]
+    rng = np.random.default_rng(3)
+    draws = [mechanism.select(utilities, random_state=rng) for _ in range(20000)]
     observed = np.bincount(draws, minlength=utilities.size)
     assert_counts_match(observed, np.exp(mechanism.log_probabilities(utilities)))
 
@@ -177,7 +176,7 @@ def test_laplace_noise_follows_its_distribution_and_tail_bound():
     mechanism = LaplaceVectorMechanism(0.5, 3.0)
     assert mechanism.scale == 6.0
     values = np.linspace(-5, 5, 40000)
-    noisy = mechanism.randomise(values, check_noise_source(11))
+    noisy = mechanism.randomise(values, random_state=11)
     assert_sample_follows(noisy - values, stats.laplace(scale=6.0).cdf)
     beta, d = 1e-3, 20
     bound = mechanism.tail_bound(beta, d)
@@ -240,8 +239,8 @@ def test_gaussian_composition_meets_its_stated_epsilon_delta(kwargs):
 
 def test_gaussian_noise_and_union_tail_bound():
     composer = GaussianQueryComposer(34, rho=0.5)
-    noise = check_noise_source(4)
-    draws = np.concatenate([composer.noise(noise) for _ in range(1000)])
+    rng = np.random.default_rng(4)
+    draws = np.concatenate([composer.noise(random_state=rng) for _ in range(1000)])
     assert draws.shape == (34000,)
     assert_sample_follows(draws, stats.norm(scale=composer.noise_sd).cdf)
     beta = 1e-3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._random import NoiseSource
+from .._random import check_noise_source
 from .._validation import Interval, Options, validate_params
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
 
@@ -53,8 +53,8 @@ class ExponentialMechanism:
     **Numerics.** Utilities are shifted by their maximum before being multiplied by
     epsilon, so the log-weights are ``epsilon ((u_j - max u) / R) <= 0``: finite or
     ``-inf``, never NaN, for any finite epsilon (``1e308`` included); the best candidates
-    keep log-weight 0. Sampling is one inverse-CDF draw from
-    :class:`~privconf_sklearn._random.NoiseSource`.
+    keep log-weight 0. Sampling is one inverse-CDF draw from the library's noise source
+    (cryptographic unless ``random_state`` is given).
 
     Parameters
     ----------
@@ -144,21 +144,23 @@ class ExponentialMechanism:
             log_weights = self.epsilon * ((utilities - utilities.max()) / self.utility_range)
         return log_weights - np.log(np.exp(log_weights).sum())
 
-    def select(self, utilities, noise: NoiseSource) -> int:
+    def select(self, utilities, random_state=None) -> int:
         """Draw the index of one candidate.
 
         Parameters
         ----------
         utilities : array-like of shape (m,)
             Finite utility of each candidate.
-        noise : NoiseSource
-            Source of the privacy randomness.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of the privacy randomness: ``None`` (production) reads the operating
+            system's cryptographic generator; anything else is reproducible, for tests.
 
         Returns
         -------
         int
             The released index ``j`` (0-based).
         """
+        noise = check_noise_source(random_state)
         return noise.categorical_from_log_weights(self.log_probabilities(utilities))
 
     def privacy_guarantee(self, description: str = "") -> PrivacyGuarantee:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy.special import ndtri
 
-from .._random import NoiseSource
+from .._random import check_noise_source
 from .._validation import Interval, NoneValue, Options, validate_params
 from ._conversions import gaussian_epsilon, gaussian_mu
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
@@ -121,13 +121,19 @@ class GaussianQueryComposer:
         """``sigma = sensitivity sqrt(N / (2 rho))``, the noise of every answer."""
         return self.sensitivity * math.sqrt(self.n_queries / (2.0 * self.rho))
 
-    def noise(self, source: NoiseSource) -> np.ndarray:
+    def noise(self, random_state=None) -> np.ndarray:
         """The ``N`` noise values, one per query, drawn independently of the data.
 
         Drawing them up front is equivalent to drawing each when its query is asked:
         the noise never depends on the data or on earlier answers.
+
+        Parameters
+        ----------
+        random_state : None, int, RandomState or Generator, default=None
+            Source of the privacy randomness: ``None`` (production) reads the operating
+            system's cryptographic generator; anything else is reproducible, for tests.
         """
-        return source.normal(self.noise_sd, self.n_queries)
+        return check_noise_source(random_state).normal(self.noise_sd, self.n_queries)
 
     def upper_tail_bound(self, failure_probability: float) -> float:
         """``t`` with ``P(max_i W_i > t) <= failure_probability`` over the ``N`` noises.

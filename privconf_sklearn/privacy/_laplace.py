@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from .._random import NoiseSource
+from .._random import check_noise_source
 from .._validation import Interval, Options, validate_params
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
 
@@ -39,12 +39,11 @@ class LaplaceVectorMechanism:
     Examples
     --------
     >>> import numpy as np
-    >>> from privconf_sklearn._random import check_noise_source
     >>> from privconf_sklearn.privacy import LaplaceVectorMechanism
     >>> mechanism = LaplaceVectorMechanism(epsilon=1.0, l1_sensitivity=4)
     >>> mechanism.scale
     4.0
-    >>> mechanism.randomise(np.zeros(3), check_noise_source(0)).shape
+    >>> mechanism.randomise(np.zeros(3), random_state=0).shape
     (3,)
     """
 
@@ -81,22 +80,23 @@ class LaplaceVectorMechanism:
         """The noise scale ``b = l1_sensitivity / epsilon`` (density ``e^{-|z|/b} / 2b``)."""
         return self.l1_sensitivity / self.epsilon
 
-    def randomise(self, values, noise: NoiseSource) -> np.ndarray:
+    def randomise(self, values, random_state=None) -> np.ndarray:
         """``values`` plus independent Laplace(:attr:`scale`) noise, one draw per entry.
 
         Parameters
         ----------
         values : array-like
             The exact query answers.
-        noise : NoiseSource
-            Source of the privacy randomness.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of the privacy randomness: ``None`` (production) reads the operating
+            system's cryptographic generator; anything else is reproducible, for tests.
 
         Returns
         -------
         ndarray of float64, same shape as ``values``
         """
         values = np.asarray(values, dtype=np.float64)
-        return values + noise.laplace(self.scale, values.shape)
+        return values + check_noise_source(random_state).laplace(self.scale, values.shape)
 
     def noise_log_cdf(self, x) -> np.ndarray:
         """``log P(Z <= x)`` for one noise coordinate (exact output distributions)."""

@@ -330,7 +330,7 @@ def test_infeasible_requests_do_not_read_data(n, alpha, inflated, count_queries)
         return
     with pytest.warns(InfeasibleCalibrationWarning):
         calibration = mechanism.calibrate(scores, alpha, random_state=0)
-    assert not calibration.feasible
+    assert not calibration.feasible and not calibration.informative
     assert calibration.threshold == 1.0
     assert calibration.privacy.epsilon == 0.0
     assert count_queries == []

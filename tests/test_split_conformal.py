@@ -29,6 +29,7 @@ def test_threshold_is_the_conformal_order_statistic(n, alpha):
         with pytest.warns(InfeasibleCalibrationWarning):
             calibration = SplitConformal().calibrate(scores, alpha)
         assert calibration.threshold == 1.0 and not calibration.feasible
+        assert not calibration.informative and "exceeds n" in calibration.reason
         return
     calibration = SplitConformal().calibrate(scores, alpha)
     assert calibration.threshold == np.sort(scores)[k - 1]

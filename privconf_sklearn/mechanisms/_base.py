@@ -95,8 +95,14 @@ class Calibration:
         wide as the bounds, whatever the reason (``reason`` says why when the mechanism
         knows).
     details : dict, default={}
-        Mechanism-specific public quantities (bins, gamma, ...) and, where documented as
-        such, data-dependent diagnostics.
+        Mechanism-specific quantities that are public or covered by the privacy
+        guarantee (bins, gamma, target rank, ...): safe to publish.
+    owner_diagnostics : dict, default={}
+        Data-dependent diagnostics computed without noise (e.g. DP-APS's non-private grid
+        threshold and certificate width, P-COQS's clip counts). NOT covered by the
+        privacy guarantee: for the data owner only, never published by default.
+    coverage_holds : bool, default=True
+        False when an assumption of the coverage guarantee broke; ``reason`` says why.
     """
 
     mechanism: str
@@ -208,7 +214,8 @@ class CoverageCertificate:
 
     What a calibration with ``n_samples`` scores at level ``alpha`` would be
     guaranteed, computed without reading data (so without spending privacy). Used by
-    contract cards and the certificate-aware search (paper 003 Sec. 4).
+    contract cards and the certificate-aware search ("Contract Cards for Auditable
+    Private Conformal Prediction", 2026, Sec. 4).
 
     Parameters
     ----------

@@ -299,7 +299,7 @@ def optimal_gamma(n, alpha, epsilon, n_bins, *, scaling: str = "tight"):
     if scaling != "tight":
         root = float(_smaller_gamma_root(n, alpha, epsilon / _PAPER_FACTOR[scaling]))
         candidates = [_GAMMA_FLOOR] + ([root] if _GAMMA_FLOOR < root < 1.0 else [])
-        levels = [inflated_level(n, alpha, epsilon, 2, g, scaling=scaling) for g in candidates]
+        levels = [inflated_level(n, alpha, epsilon, 1, g, scaling=scaling) for g in candidates]
         return candidates[int(np.argmin(levels))]
     level = np.ones(np.shape(n_bins))
     for _ in range(100):

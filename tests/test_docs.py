@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import importlib.util
 import os
 import pkgutil
 import re
@@ -605,3 +606,23 @@ def test_user_facing_code_imports_nothing_private():
         for entry in _imports_something_private(source)
     ]
     assert not found, "\n".join(found)
+
+
+def test_mutation_check_page_lists_every_mutant():
+    """The developer page's table names every mutant of tools/mutation_check.py."""
+    spec = importlib.util.spec_from_file_location(
+        "mutation_check", ROOT / "tools" / "mutation_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    page = (DOCS / "developer" / "mutation_check.rst").read_text(encoding="utf-8")
+    missing = [mutant.name for mutant in module.MUTANTS if f"``{mutant.name}``" not in page]
+    assert len(module.MUTANTS) >= 15 and not missing, missing
+    for mutant in module.MUTANTS:
+        source = (ROOT / mutant.path).read_text(encoding="utf-8")
+        assert all((ROOT / test).is_file() for test in mutant.tests), mutant.name
+        assert source.count(mutant.original) <= 1, f"{mutant.name}: ambiguous original"

@@ -114,8 +114,8 @@ def parse_blocks(text: str, path: Path) -> list[Block]:
                 )
             i += 1
             options = []
-            while i < len(lines) and _OPTION.match(lines[i]):
-                options.append(" ".join(_OPTION.match(lines[i]).groups()).strip())
+            while i < len(lines) and (option := _OPTION.match(lines[i])):
+                options.append(" ".join(option.groups()).strip())
                 i += 1
             body = []
             while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > indent):

@@ -6,6 +6,9 @@
   sets or intervals (an ``UninformativeCalibrationWarning``, or a subclass, fails it).
 - The quick start is exactly two commands after cloning, and the test command is the
   one ``.ci/run`` extracts.
+- Runtime dependencies take floors only (installing never downgrades a newer release),
+  and the README's "Dependencies" states the floors ``pyproject.toml`` declares (the
+  ones CI's oldest-versions environment pins).
 """
 
 from __future__ import annotations
@@ -89,3 +92,28 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
     assert marked == install_and_test and install_and_test.endswith("-m pytest")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "ci:test-command" in ci and 'bash -c "$cmd"' in ci
+
+
+def _runtime_requirements() -> list[str]:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
+    assert block, "pyproject.toml has no dependencies list"
+    return re.findall(r'^\s*"([^"]+)"', block.group(1), re.M)
+
+
+def test_runtime_dependencies_have_floors_and_no_caps():
+    """Installing the package never downgrades a dependency; CI pins these floors."""
+    requirements = _runtime_requirements()
+    assert {re.split(r"[<>=!~ ]", r)[0] for r in requirements} >= {"scikit-learn", "diffprivlib"}
+    for requirement in requirements:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+>=[0-9][0-9.]*", requirement), (
+            f"{requirement!r}: runtime dependencies take a floor only (no upper bound, so "
+            "that installing this package never downgrades a newer release)"
+        )
+
+
+def test_readme_states_the_floors_pyproject_declares():
+    dependencies = README.split("## Dependencies", 1)[1].split("\n## ", 1)[0]
+    for requirement in _runtime_requirements():
+        name, floor = requirement.split(">=")
+        assert f"{name} >= {floor}" in dependencies, f"README Dependencies: {name} >= {floor}"

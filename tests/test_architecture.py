@@ -21,7 +21,16 @@ PACKAGE = ROOT / "privconf_sklearn"
 #: The layers, lowest first: (name, module prefixes). A module belongs to the layer of
 #: the longest prefix that names it or a package containing it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundations", ("privconf_sklearn._validation", "privconf_sklearn._random")),
+    (
+        "foundations",
+        (
+            "privconf_sklearn._validation",
+            "privconf_sklearn._random",
+            "privconf_sklearn._diffprivlib",  # the one (lazy) door to diffprivlib
+            "privconf_sklearn._ledger",
+            "privconf_sklearn._groups",
+        ),
+    ),
     ("privacy primitives", ("privconf_sklearn.privacy",)),
     ("mechanisms", ("privconf_sklearn.mechanisms",)),
     ("scores", ("privconf_sklearn.scores",)),
@@ -30,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "estimators",
         (
             "privconf_sklearn._base",
+            "privconf_sklearn.mondrian",  # per-group calibration the estimators use
             "privconf_sklearn.classification",
             "privconf_sklearn.regression",
         ),

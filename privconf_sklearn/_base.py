@@ -208,10 +208,18 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return {}
 
     # ------------------------------------------------------------- validation
-    def _resolve_score(self, alias_or_score) -> BaseConformityScore:
-        if isinstance(alias_or_score, str):
-            return self._score_aliases[alias_or_score]()
-        return clone(alias_or_score)
+    def _validated(self, *names: str) -> dict:
+        """Some parameters checked against the constraints table (see :meth:`_plan`)."""
+        return _validate_params(self, {name: self._parameter_constraints[name] for name in names})
+
+    def _resolve_score(self) -> BaseConformityScore:
+        """A fresh score object from ``conformity_score`` (validated)."""
+        score = self._validated("conformity_score")["conformity_score"]
+        return self._score_aliases[score]() if isinstance(score, str) else clone(score)
+
+    def _resolve_mechanism(self) -> QuantileMechanism:
+        """A copy of ``mechanism`` (validated as a QuantileMechanism)."""
+        return clone(self._validated("mechanism")["mechanism"])
 
     def _check_mondrian(self, params: dict, mechanism: QuantileMechanism) -> tuple | None:
         """Consistency of ``mondrian``, ``group_sizes`` and the mechanism (no data read).
@@ -262,8 +270,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         """Validate every parameter and check the budget: all before any data is read."""
         params = _validate_params(self, self._parameter_constraints)
         self._check_estimator_kind(self.estimator)
-        score = self._resolve_score(self.conformity_score)
-        mechanism = clone(self.mechanism)
+        score = self._resolve_score()
+        mechanism = self._resolve_mechanism()
         guarantee = mechanism.privacy_guarantee()  # validates the mechanism's parameters
         group_list = self._check_mondrian(params, mechanism)
         if params["mondrian"] is None:
@@ -395,7 +403,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         unit_scores = to_unit_range(clipped_scores, low, high)
         broken = self._broken_privacy_reason(bounds_record)
         fitted: dict[str, Any] = {}
-
+        calibration: Calibration | MondrianCalibration
         if mondrian is None:
             calibration = mechanism.calibrate(
                 unit_scores, alpha, groups=groups, random_state=self.random_state

@@ -9,6 +9,7 @@ hold.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -116,8 +117,8 @@ def check_group_list(group_ids, *, name: str) -> tuple[Any, ...]:
     if not values:
         raise ValueError(f"{name} must hold at least one group id.")
     if len(set(values)) != len(values):
-        seen: set = set()
-        duplicates = [v for v in values if v in seen or seen.add(v)]
+        counts = Counter(values)
+        duplicates = [v for v, count in counts.items() if count > 1]
         raise ValueError(f"{name} holds duplicate group ids: {duplicates[:5]}.")
     return tuple(values)
 

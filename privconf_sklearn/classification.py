@@ -181,7 +181,8 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
 
     def _mondrian_row_groups(self, mondrian, X, encoded, estimator, n_rows: int):
         if isinstance(mondrian, str):  # "class": the group of a row is its label
-            return encoded, tuple(range(len(estimator.classes_)))
+            classes = np.asarray(estimator.classes_)
+            return classes[encoded], tuple(classes.tolist())
         return super()._mondrian_row_groups(mondrian, X, encoded, estimator, n_rows)
 
     def _extra_fitted_attributes(self, estimator, calibration) -> dict:

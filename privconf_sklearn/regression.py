@@ -13,6 +13,7 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
@@ -479,14 +480,14 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         at_top = bool(calibration.threshold >= 1.0)
         n_below = int(np.count_nonzero(bounds_record.below[rows]))
         n_above = int(np.count_nonzero(bounds_record.above[rows]))
-        details = {
+        details: dict[str, Any] = {
             "score_bounds_source": "public" if bounds_record.public else "calibration data",
             "threshold_at_upper_bound": at_top,
             # At the top of the range the interval misses scores above the upper bound,
             # which the mechanism (seeing clipped scores) counts as covered.
             "coverage_assumes_scores_within_bounds": at_top,
         }
-        owner = {"n_scores_below_bounds": n_below, "n_scores_above_bounds": n_above}
+        owner: dict[str, Any] = {"n_scores_below_bounds": n_below, "n_scores_above_bounds": n_above}
         bounds = (bounds_record.low, bounds_record.high)
         if bounds_record.public:
             details["score_bounds"] = bounds

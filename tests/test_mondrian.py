@@ -552,7 +552,14 @@ def test_unseen_group_gets_the_trivial_set_and_a_warning():
     with pytest.warns(UnseenGroupWarning, match=r"3 test rows .*\[7\.0, -2\.0\]"):
         intervals = estimator.predict_interval(test, batch_size=2)
     np.testing.assert_array_equal(intervals[[1, 3, 4]], [[-4.5, 5.5], [-4.8, 5.2], [-5.0, 5.0]])
-    assert intervals[0, 1] - intervals[0, 0] == 2 * estimator.group_thresholds_[0]
+    threshold = estimator.group_thresholds_[0]
+    np.testing.assert_array_equal(
+        intervals[[0, 2]],
+        [
+            [0.5 - threshold, 0.5 + threshold],
+            [0.5 - estimator.group_thresholds_[1], 0.5 + estimator.group_thresholds_[1]],
+        ],
+    )
 
 
 def test_class_absent_from_calibration_is_trivial_and_warned(three_classes):
@@ -570,6 +577,23 @@ def test_class_absent_from_calibration_is_trivial_and_warned(three_classes):
     record = estimator.calibration_.group(2)
     assert not record.informative and record.calibration.n_samples == 0
     assert not estimator.calibration_.informative and estimator.calibration_.group(0).informative
+
+
+def test_class_mondrian_with_string_labels():
+    rng = np.random.default_rng(3)
+    names = np.array(["cat", "dog", "eel"])
+    X = rng.normal(size=(6000, 3))
+    y = names[np.argmax(X + rng.normal(scale=0.7, size=X.shape), axis=1)]
+    model = LogisticRegression().fit(X[:2000], y[:2000])
+    estimator = PrivateConformalClassifier(
+        model, mechanism=SplitConformal(), mondrian="class", group_sizes="public"
+    ).fit_calibrate(X[2000:4000], y[2000:4000])
+    assert estimator.calibration_.group_ids == ("cat", "dog", "eel")
+    assert list(estimator.groups_) == ["cat", "dog", "eel"]
+    proba = model.predict_proba(X[4000:])
+    np.testing.assert_array_equal(
+        estimator.predict_set(X[4000:]), 1 - proba <= estimator.group_thresholds_[None, :]
+    )
 
 
 def test_record_structure(three_classes):

@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import mechanisms as _mechanisms
 from ..mechanisms import QuantileMechanism
-from ..privacy import PrivacyGuarantee
+from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._card import ContractCard
 from ._contract import Clause, card_coordinates, check_contract, decision_of, marginal_lower_bound
 from ._records import Certificate, ComponentSpec, Configuration
@@ -232,6 +232,8 @@ def _recompute(
                 agent_sizes=configuration.agent_sizes,
             )
         guarantee = mechanism.privacy_guarantee()
+        if privacy.adjacency in ADJACENCIES:  # stated under the estimator's adjacency
+            guarantee = guarantee.under(privacy.adjacency)
     except (LookupError, TypeError, ValueError) as exc:
         problems.append(f"{where}: cannot recompute L(c) from the configuration: {exc}")
         return None

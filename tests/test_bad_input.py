@@ -261,3 +261,24 @@ def test_predict_before_fit(fitted, xy):
     for method in ("predict_set", "predict", "predict_proba"):
         with pytest.raises(NotFittedError):
             getattr(pcc, method)(xy[0])
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "error"),
+    [(2.5, TypeError), ("100", TypeError), (True, TypeError), (0, ValueError), (10**8, ValueError)],
+)
+def test_dataset_sizes(n_samples, error):
+    from privconf_sklearn.datasets import make_poisson_outliers, make_two_gaussians
+
+    for make in (make_two_gaussians, make_poisson_outliers):
+        with pytest.raises(error, match="n_samples must be an integer in"):
+            make(n_samples)
+
+
+def test_metrics_reject_non_boolean_sets():
+    from privconf_sklearn.metrics import mean_set_size, set_coverage
+
+    with pytest.raises(TypeError, match="sets must be a boolean array"):
+        mean_set_size(np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"shape \(n_samples, n_classes\)"):
+        set_coverage([0, 1], np.ones(2, dtype=bool), [0, 1])

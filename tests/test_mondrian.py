@@ -494,6 +494,47 @@ def test_per_class_coverage_meets_the_group_bound(name):
         assert {b for _, b in bounds} == {(1 - sizes.beta) * floor}
 
 
+@pytest.mark.parametrize("sizes", ["public", "private"])
+def test_per_group_interval_coverage_meets_the_bound(sizes):
+    """Regression, groups from a feature: noise sd 0.5 in group False, 2 in group True.
+
+    Each run: 600 / 200 fresh calibration rows, one fresh test row per group; covered
+    counts are Binomial(runs, p_group) with p_group >= the group's bound."""
+    runs, rng = 800, np.random.default_rng(21)
+    group_sizes = "public" if sizes == "public" else PrivateGroupSizes(0.5, group_ids=[False, True])
+    estimator = PrivateConformalRegressor(
+        SecondColumn().fit(np.zeros((1, 2)), [0.0]),
+        mechanism=ExponQ(epsilon=1.0),
+        score_bounds=(0.0, 10.0),
+        mondrian=first_column_positive,
+        group_sizes=group_sizes,
+        accountant=_Unlimited(),
+    )
+
+    def draw(n_false, n_true):
+        group = np.repeat([-1.0, 1.0], [n_false, n_true])
+        noise = rng.normal(size=group.shape[0]) * np.where(group > 0, 2.0, 0.5)
+        return np.column_stack([group, np.zeros_like(group)]), noise
+
+    covered, bounds = np.zeros(2, dtype=int), set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        for run in range(runs):
+            X, y = draw(600, 200)
+            estimator.set_params(random_state=run).fit_calibrate(X, y)
+            X_test, y_test = draw(1, 1)
+            intervals = estimator.predict_interval(X_test)
+            covered += (intervals[:, 0] <= y_test) & (y_test <= intervals[:, 1])
+            bounds |= {
+                (g.group, g.coverage_lower_bound)
+                for g in estimator.calibration_.groups
+                if g.informative  # a trivial group's full sets always cover
+            }
+    for index, group in enumerate((False, True)):
+        (bound,) = {b for g, b in bounds if g == group} or {1.0}
+        assert covered[index] >= binomial_lower_limit(runs, bound)
+
+
 def test_marginal_calibration_misses_the_minority_class_mondrian_does_not():
     """The reason for Mondrian: ExponQ at 0.1 leaves class 2 far below 0.9 marginally."""
     rng = np.random.default_rng(12)

@@ -56,7 +56,7 @@ def _polynomial_quantile(level):
 
 @pytest.fixture(scope="module")
 def models():
-    """Models fitted once on a training set (paper 004 Sec. 5.1 design)."""
+    """Models fitted once on a training set (the design of Humbert et al. 2023, Sec. 5.1)."""
     X, y = make_poisson_outliers(2000, random_state=100)
     pair = QuantilePair(_polynomial_quantile(ALPHA / 2), _polynomial_quantile(1 - ALPHA / 2))
     pair.fit(X, y)

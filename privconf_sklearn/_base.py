@@ -576,7 +576,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
     @property
     def card_(self):
-        """Contract card of this calibration, without a contract (Table 1 of the contract-cards paper, "Contract Cards for Auditable Private Conformal Prediction", 2026).
+        """Contract card of this calibration, without a contract.
+
+        The card of Table 1 of "Contract Cards for Auditable Private Conformal
+        Prediction" (2026).
 
         A new :class:`~privconf_sklearn.cards.ContractCard` on each access, with the
         formal layer filled from ``calibration_`` and ``eps_train`` read from a

@@ -54,7 +54,9 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
 
 
 def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
-    """Heteroscedastic regression data of Humbert et al. (2023), Sec. 5.1 (after Romano et al. 2019).
+    """Heteroscedastic regression data of Humbert et al. (2023), Sec. 5.1.
+
+    After Romano et al. (2019).
 
     ``X ~ U[1, 5]`` (one feature) and
     ``Y | X ~ Pois(sin(X)^2 + 0.1) + 0.03 X eps_1 + 25 * 1{U < 0.01} eps_2`` with

@@ -60,7 +60,7 @@ def mean_set_size(sets) -> float:
 
 
 def singleton_rate(sets) -> float:
-    """Fraction of sets with exactly one label ("informativeness", Romanus and Molinari 2025, Def. 3)."""
+    """Fraction of sets with one label ("informativeness", Romanus and Molinari 2025, Def. 3)."""
     return float((_check_sets(sets).sum(axis=1) == 1).mean())
 
 

@@ -451,7 +451,9 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             warn_trivial_groups(records, stacklevel=3)
             private_sizes = isinstance(sizes, PrivateGroupSizes)
             n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
-            privacy = mondrian_privacy(mechanism, sizes, adjacency, n_groups_read=n_read)
+            privacy = mondrian_privacy(
+                mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
+            )
             calibration = MondrianCalibration(
                 mechanism=type(mechanism).__name__,
                 alpha=alpha,

@@ -245,6 +245,7 @@ def mondrian_privacy(
     adjacency: str,
     *,
     n_groups_read: int = 2,
+    n_groups: int = 2,
 ) -> PrivacyGuarantee:
     """Privacy of a Mondrian calibration: all group releases (and sizes) together.
 
@@ -277,6 +278,9 @@ def mondrian_privacy(
         How many group releases read data (a trivial release, decided from public
         quantities, reads none). Only ``0``, ``1`` and ``>= 2`` differ: one row touches
         at most two groups. Use the default for a plan made before the data are read.
+    n_groups : int, default=2
+        Number of groups (public). With a single group a replaced row cannot move
+        between groups (and the sizes, being the total, do not change).
 
     Returns
     -------
@@ -297,6 +301,7 @@ def mondrian_privacy(
     base = mechanism.privacy_guarantee()
     replace_one, add_remove = base.under("replace-one"), base.under("add/remove")
     touched = min(max(int(n_groups_read), 0), 2)
+    moves = int(n_groups) >= 2  # a replaced row can change group
     gaussian = isinstance(mechanism, PCOQS)
     name = type(mechanism).__name__
     if isinstance(group_sizes, PrivateGroupSizes):
@@ -307,8 +312,10 @@ def mondrian_privacy(
         )
         if adjacency == "add/remove":
             parts = [sizes] + [replace_one] * min(touched, 1)
-        else:
+        elif moves:
             parts = [sizes.under("replace-one")] + [replace_one] * touched
+        else:
+            parts = [replace_one] * min(touched, 1)
         return _compose(parts, adjacency, gaussian=gaussian, description=what + ".")
     what = f"Mondrian calibration with public group sizes: {name} per group"
     if adjacency == "add/remove":
@@ -321,6 +328,8 @@ def mondrian_privacy(
         gaussian=gaussian,
         description=what + " (a replaced row that stays in its group).",
     )
+    if not moves:
+        return within
     moving = _compose(
         [add_remove] * touched,
         adjacency,

@@ -157,12 +157,22 @@ def test_spending_is_recorded_under_the_stated_adjacency(
     assert ledger.records == [(expected, 0.0)]
 
 
-def test_budget_is_checked_under_the_stated_adjacency_before_reading_data(data, model):
-    _, _, X_cal, y_cal = data
+class WatchedGaussianNB(PlainGaussianNB):
+    """Counts the rows it is asked to score: did calibration read data?"""
+
+    def predict_proba(self, X):
+        self.rows_read_ = getattr(self, "rows_read_", 0) + len(X)
+        return super().predict_proba(X)
+
+
+def test_budget_is_checked_under_the_stated_adjacency_before_reading_data(data):
+    X_train, y_train, X_cal, y_cal = data
+    model = WatchedGaussianNB().fit(X_train, y_train)
     ledger = ListLedger(epsilon=1.5)
     pcc = PrivateConformalClassifier(model, mechanism=AddRemoveOnly(epsilon=1.0), accountant=ledger)
     with pytest.raises(RuntimeError, match="over budget"):
         pcc.fit_calibrate(X_cal, y_cal)
+    assert getattr(model, "rows_read_", 0) == 0  # refused before the model saw a row
     assert not hasattr(pcc, "calibration_") and ledger.records == []
     pcc.set_params(adjacency="add/remove").fit_calibrate(X_cal, y_cal)
     assert ledger.records == [(1.0, 0.0)]

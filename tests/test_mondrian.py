@@ -187,6 +187,21 @@ def test_composed_pure_privacy(mechanism, sizes, adjacency, read, expected):
     assert guarantee.adjacency == adjacency
 
 
+@pytest.mark.parametrize(
+    ("mechanism", "sizes", "adjacency", "expected"),
+    [
+        (ExponQ(epsilon=1.0), "public", "replace-one", 1.0),
+        (AddRemoveOnly(epsilon=1.0), "public", "replace-one", 2.0),
+        (ExponQ(epsilon=1.0), PrivateGroupSizes(0.25), "replace-one", 1.0),
+        (ExponQ(epsilon=1.0), PrivateGroupSizes(0.25), "add/remove", 1.25),
+    ],
+)
+def test_one_group_cannot_lose_a_row_to_another(mechanism, sizes, adjacency, expected):
+    """With a single group a replaced row stays in it: no second release, no size change."""
+    guarantee = mondrian_privacy(mechanism, sizes, adjacency, n_groups_read=1, n_groups=1)
+    assert guarantee.epsilon == pytest.approx(expected, rel=1e-12)
+
+
 def test_composed_gaussian_privacy_is_exact():
     """Two P-COQS releases compose to a Gaussian mechanism with twice the rho (exact GDP)."""
     rho = 0.3
@@ -552,6 +567,41 @@ def test_marginal_calibration_misses_the_minority_class_mondrian_does_not():
         ).fit_calibrate(X_cal, labels)
         coverage[mondrian] = [estimator.predict_set(test[j])[:, j].mean() for j in range(3)]
     assert coverage[None][2] < 0.8 < 0.85 < min(coverage["class"])
+
+
+def test_private_sizes_subsample_the_group_uniformly():
+    """With m < n_h released, the mechanism sees m of the group's rows drawn uniformly.
+
+    SplitConformal makes it visible: the threshold is the k-th smallest of the subset, so
+    P(threshold = s_(j)) = C(j - 1, k - 1) C(N - j, m - k) / C(N, m) exactly; checked cell
+    by cell (exact binomial limits, Bonferroni) for the most frequent released m."""
+    n_rows, runs = 20, 2000
+    scores = ((np.arange(n_rows) + 0.5) / n_rows).tolist()  # rows in increasing score order
+    X, y = _exact_data([scores, [0.5] * 5])
+    estimator = PrivateConformalRegressor(
+        SecondColumn().fit(X, y),
+        mechanism=SplitConformal(),
+        alpha=0.5,
+        score_bounds=(0.0, 1.0),
+        mondrian=first_column_positive,
+        accountant=_Unlimited(),
+        group_sizes=PrivateGroupSizes(3.0, beta=0.3, group_ids=[False, True]),
+    )
+    released: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for run in range(runs):
+            record = estimator.set_params(random_state=run).fit_calibrate(X, y).calibration_
+            group = record.group(False).calibration
+            released.setdefault(group.n_samples, []).append(group.threshold)
+    m = max((size for size in released if size < n_rows), key=lambda size: len(released[size]))
+    observed, k = released[m], math.ceil((m + 1) * 0.5)
+    cells = FALSE_FAILURE / (2 * n_rows)
+    for j, score in enumerate(scores, start=1):
+        p = math.comb(j - 1, k - 1) * math.comb(n_rows - j, m - k) / math.comb(n_rows, m)
+        count = sum(t == score for t in observed)
+        assert stats.binom.cdf(count, len(observed), p) > cells, (j, count, p)
+        assert stats.binom.sf(count - 1, len(observed), p) > cells, (j, count, p)
 
 
 def test_private_sizes_grid_and_floor():

@@ -35,7 +35,7 @@ from ._fedcp_correction import (
     tight_correction,
     tight_level,
 )
-from ._fedcp_coverage import Certified, UnequalColumns, approximate_coverage, certify_column
+from ._fedcp_coverage import Certified, UnequalColumns, approximate_coverage
 from ._fedcp_search import best_orders, qq_frontier, unequal_orders
 
 __all__ = [
@@ -523,26 +523,6 @@ def _equal_private(m, n, alpha, epsilon, gammas, bins, scaling) -> _PrivateTable
     )
 
 
-def _with_top_agents(choice: _PrivateTable, level: Fraction) -> _PrivateTable | None:
-    """Re-certify a table with the agents that send the top at ``+inf``.
-
-    Their messages are always above the test score, which only raises coverage; the
-    smallest server rank reaching the level is taken again. None when fewer agents
-    release than the server rank needs.
-    """
-    agents, table = choice.agents, choice.table
-    if all(agents.releases):
-        return choice
-    column = certify_column(table.sample_sizes, agents.table_ranks)
-    n_releasing = sum(agents.releases)
-    feasible = [k for k in range(1, n_releasing + 1) if column[k - 1].key >= level]
-    if not feasible:
-        return None
-    k = feasible[0]
-    table = _Table(table.sample_sizes, agents.table_ranks, k, column[k - 1], table.subsampled)
-    return _PrivateTable(choice.gamma, choice.n_bins, table, agents)
-
-
 def _unequal_private(sizes, alpha, epsilon, gammas, bins, scaling) -> _PrivateTable | None:
     """Searched ranks at the ``gamma`` of a representative equal size, or subsampling.
 
@@ -571,30 +551,45 @@ def _unequal_private(sizes, alpha, epsilon, gammas, bins, scaling) -> _PrivateTa
         if size <= max(sizes):
             anchor = _equal_private(m, size, alpha, epsilon, gammas, bins, scaling)
     if anchor is not None and m <= MAX_RANK_SEARCH_AGENTS:
-        level = _level(alpha, anchor.gamma)
-        choice = unequal_orders(sizes, level)
-        if choice is not None:
-            table = _Table(sizes, choice.local_ranks, choice.server_rank, choice.coverage)
-            delta = agent_failure_probability(anchor.gamma, alpha, m)
-            # B by the criterion on these sizes and ranks (the anchor's B suits its size).
-            options = []
-            for n_bins in bins:
-                agents = _corrected_agents(table, epsilon, n_bins, delta, scaling)
-                if sum(agents.releases) >= table.server_rank:
-                    trivial = _trivial_probability(table, agents, epsilon, n_bins, scaling)
-                    penalty = 1.0 if trivial > TRIVIAL_TOLERANCE else 0.0
-                    options.append((_criterion(table, agents, n_bins) + penalty, n_bins, agents))
-            if options:
-                _, n_bins, agents = min(options, key=lambda option: option[:2])
-                searched = _with_top_agents(
-                    _PrivateTable(anchor.gamma, n_bins, table, agents), level
-                )
-                if searched is not None:
-                    candidates.append(searched)
+        searched = _searched_private(sizes, alpha, epsilon, anchor, bins, scaling)
+        if searched is not None:
+            candidates.append(searched)
     if not candidates:
         return None
     # Smallest certified bound; ties go to the searched plan (no subsampling).
     return min(reversed(candidates), key=lambda c: c.lower_bound(alpha))
+
+
+def _searched_private(sizes, alpha, epsilon, anchor: _PrivateTable, bins, scaling):
+    """Ranks searched at the anchor's level, each agent within its releasable ranks.
+
+    The agents' largest releasable ranks at the anchor's ``(gamma, B)`` bound the search
+    (an agent above its bound sends the top, ``+inf`` in the table); then ``B`` minimises
+    the criterion among the bins under which the same agents release.
+    """
+    m = len(sizes)
+    level = _level(alpha, anchor.gamma)
+    delta = agent_failure_probability(anchor.gamma, alpha, m)
+    limits = tuple(
+        largest_releasable_rank(n, epsilon, anchor.n_bins, delta, scaling) for n in sizes
+    )
+    choice = unequal_orders(sizes, level, limits)
+    if choice is None:
+        return None
+    table = _Table(sizes, choice.local_ranks, choice.server_rank, choice.coverage)
+    finite = tuple(rank <= n for rank, n in zip(table.local_ranks, sizes, strict=True))
+    options = []
+    for n_bins in bins:
+        agents = _corrected_agents(table, epsilon, n_bins, delta, scaling)
+        if agents.releases != finite:
+            continue
+        trivial = _trivial_probability(table, agents, epsilon, n_bins, scaling)
+        penalty = 1.0 if trivial > TRIVIAL_TOLERANCE else 0.0
+        options.append((_criterion(table, agents, n_bins) + penalty, n_bins, agents))
+    if not options:
+        return None
+    _, n_bins, agents = min(options, key=lambda option: option[:2])
+    return _PrivateTable(anchor.gamma, n_bins, table, agents)
 
 
 def _private_reason(sizes, alpha, epsilon, n_bins_request, gamma_request, scaling) -> str:

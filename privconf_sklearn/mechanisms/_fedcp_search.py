@@ -346,11 +346,15 @@ class _Columns:
         return self.cache[key]
 
 
-#: Server ranks (the best by their family start) refined by descents and exchanges.
+#: Server ranks (the best by their family start) refined by descents and staircases.
 _REFINED_SERVER_RANKS = 3
 
-#: Pairwise exchange moves are tried when there are at most this many size groups.
-_EXCHANGE_GROUPS = 4
+#: Staircase moves (one group up, another as low as feasible) are tried when there are
+#: at most this many size groups, up to this many steps per pair.
+_STAIRCASE_STEPS = 24
+
+#: (see above)
+_EXCHANGE_GROUPS = 6
 
 #: With more agents than this, only server ranks near the best ones of the equal-size
 #: frontier (at the median size) are tried.
@@ -437,42 +441,58 @@ def _descend(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, leve
     return index
 
 
-def _exchange(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, level: float):
-    """Raise one group by one and lower another as far as feasible, if that is better."""
+def _smallest_index(columns, trial: np.ndarray, group: int, start: int, lowest: int, k, level):
+    """Smallest index of ``group`` at or below ``start`` keeping ``M_k >= level``.
+
+    ``trial`` (modified) must be feasible with ``group`` at ``start``. Gallops down, then
+    bisects (``M_k`` is non-decreasing in every index).
+    """
+    high, step = start, 1
+    low = high - step
+    while low >= lowest:
+        trial[group] = low
+        if columns(trial)[k - 1] < level:
+            break
+        high, step = low, 2 * step
+        low = high - step
+    low = max(low, lowest - 1)
+    while high - low > 1:
+        trial[group] = (low + high) // 2
+        if columns(trial)[k - 1] >= level:
+            high = int(trial[group])
+        else:
+            low = int(trial[group])
+    trial[group] = high
+    return high
+
+
+def _staircase(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, level: float):
+    """Pairwise staircase moves: raise one group, lower another as far as feasible.
+
+    For every ordered pair of groups ``(g, h)``, ``g`` rises by up to
+    ``_STAIRCASE_STEPS`` steps and ``h`` takes its smallest feasible index at each;
+    the best configuration found is kept. As ``g`` rises the smallest feasible ``h``
+    falls (monotonicity), so each step costs about one evaluation.
+    """
     best, best_value = index, columns(index)[k - 1]
-    if index.size > _EXCHANGE_GROUPS:
+    if index.size > _EXCHANGE_GROUPS or index.size < 2:
         return best
-    size = index.size
     highest, lowest = groups.highest, groups.lowest
-    for up in range(size):
-        if index[up] >= highest[up]:
-            continue
-        for down in range(size):
-            if down == up or index[down] <= lowest[down]:
+    for g in range(index.size):
+        for h in range(index.size):
+            if g == h:
                 continue
-            trial = index.copy()
-            trial[up] += 1
-            # Smallest index of group `down` keeping M_k >= level (monotone): gallop down
-            # from the current index, then bisect.
-            high, step = int(index[down]), 1
-            low = high - step
-            while low >= lowest[down]:
-                trial[down] = low
+            trial = best.copy()
+            for _ in range(_STAIRCASE_STEPS):  # g up, h down
+                if trial[g] >= highest[g] or trial[h] <= lowest[h]:
+                    break
+                trial[g] += 1
                 if columns(trial)[k - 1] < level:
                     break
-                high, step = low, 2 * step
-                low = high - step
-            low = max(low, int(lowest[down]) - 1)
-            while high - low > 1:
-                trial[down] = (low + high) // 2
-                if columns(trial)[k - 1] >= level:
-                    high = trial[down]
-                else:
-                    low = trial[down]
-            trial[down] = high
-            value = columns(trial)[k - 1]
-            if level <= value < best_value:
-                best, best_value = trial, value
+                _smallest_index(columns, trial, h, int(trial[h]), int(lowest[h]), k, level)
+                value = columns(trial)[k - 1]
+                if level <= value < best_value:
+                    best, best_value = trial.copy(), value
     return best
 
 
@@ -501,7 +521,7 @@ def unequal_orders(
     For every server rank ``k`` tried: the smallest configuration on the family of
     common relative ranks ``l_j ~ x (n_j + 1)`` (which includes the Appendix A.1 ranks
     of Humbert et al. 2023 at ``x = level``); for the three ``k`` whose start is
-    closest to the level, single-group descents and pairwise exchanges while the
+    closest to the level, single-group descents and pairwise staircase moves while the
     coverage stays at or above ``level``. Agents of equal size take
     ranks that differ by at most one. The best configuration is certified (exact or
     quadrature values); ties go to the smaller ``k``.
@@ -538,7 +558,7 @@ def unequal_orders(
     found: list[tuple[float, int, np.ndarray]] = []
     for _, k, start in starts[:_REFINED_SERVER_RANKS]:
         index = _descend(columns, groups, start, k, level_float)
-        index = _exchange(columns, groups, index, k, level_float)
+        index = _staircase(columns, groups, index, k, level_float)
         index = _descend(columns, groups, index, k, level_float)
         found.append((float(columns(index)[k - 1]), k, index))
     found += starts[_REFINED_SERVER_RANKS:]

@@ -138,7 +138,7 @@ def test_not_enough_rows_is_an_error():
         _search(0.7).fit(X_cal[:500], y_cal[:500])
     with pytest.raises(ValueError, match="calibration_size"):
         _search(0.7, grid={"alpha": [0.1]}).screen()
-    federated = {"mechanism": [FedCP2QQ(n_agents=4)], "calibration_size": [4000]}
+    federated = {"mechanism": [FedCP2QQ(1.0, n_agents=4)], "calibration_size": [4000]}
     with pytest.raises(ValueError, match="federated"):
         _search(0.7, grid=federated).screen()
 

@@ -66,7 +66,7 @@ FEDCP2_QQ = "FedCP2-QQ"
 #: often do best with a small share of ``alpha`` for the privacy noise).
 GAMMA_GRID = (0.002, 0.005, 0.01, 0.02, 0.03, 0.04, *(round(0.05 * i, 2) for i in range(1, 20)))
 
-#: Candidate numbers of bins for ``n_bins="auto"``: 2 to 10^6, about 60 log-spaced values.
+#: Candidate numbers of bins for ``n_bins="auto"``: 63 log-spaced values from 2 to 10^6.
 BIN_GRID = tuple(int(b) for b in np.unique(np.round(np.geomspace(2, 10**6, 64)).astype(np.int64)))
 
 #: Largest number of agents a plan is made for.
@@ -604,8 +604,9 @@ def _private_reason(sizes, alpha, epsilon, n_bins_request, gamma_request, scalin
             scaling=scaling,
         )
         detail = (
-            "the privacy correction added to the ranks needed for coverage "
-            "(1 - alpha)/(1 - gamma alpha) leaves no agent within its data for every gamma"
+            "the privacy correction added to the rank needed for coverage "
+            "(1 - alpha)/(1 - gamma alpha) exceeds the agents' data for every gamma and "
+            "number of bins tried"
         )
         hint = f"every agent needs at least {needed} calibration scores for {len(sizes)} agents"
     else:

@@ -75,3 +75,26 @@ def test_subsets_are_uniformly_random():
         )
         covered += rng.uniform() <= calibration.threshold
     assert binomial_lower_limit(trials, 0.9) <= covered <= binomial_upper_limit(trials, 0.9)
+
+
+def test_private_plans_certify_the_ranks_they_announce():
+    """Unequal FedCP2-QQ plans: the agents that release serve the server rank, the others
+    count as +inf in the table, and the table coverage is the certified value at exactly
+    the announced ranks (recomputed by the exact quadrature, which has no public route)."""
+    from privconf_sklearn.mechanisms._fedcp_coverage import unequal_coverage_column
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(10):
+        m = int(rng.integers(2, 7))
+        sizes = tuple(int(x) for x in rng.integers(15, 300, m))
+        plan = make_plan(sizes, ALPHA, epsilon=1.0)
+        if not plan.feasible or plan.sample_sizes != sizes:
+            continue
+        checked += 1
+        assert sum(plan.releases) >= plan.server_rank
+        for rank, n, releases in zip(plan.table_ranks, sizes, plan.releases, strict=True):
+            assert releases == (rank <= n)
+        column = unequal_coverage_column(sizes, plan.table_ranks)
+        assert abs(plan.table_coverage - column[plan.server_rank - 1]) <= 1.5e-12
+    assert checked >= 5

@@ -327,9 +327,9 @@ def _groups(sizes: tuple[int, ...], max_ranks: tuple[int, ...] | None) -> _Group
 class _Columns:
     """Fast coverage columns of rank indices, memoised.
 
-    ``M_k`` is set to ``-inf`` (never feasible) for ``k`` above the number of agents
-    that send a finite message: the ``k``-th smallest message would be the top of the
-    range, the trivial release.
+    ``M_k`` is 1 for ``k`` above the number of agents that send a finite message (the
+    trivial release): the family never goes there (:func:`_largest_on_family`) and
+    descents and staircases only accept values strictly below the current one.
     """
 
     def __init__(self, sizes: tuple[int, ...], groups: _Groups):
@@ -340,9 +340,7 @@ class _Columns:
     def __call__(self, index) -> np.ndarray:
         key = tuple(int(v) for v in index)
         if key not in self.cache:
-            column = self.evaluate(self.groups.ranks(key, len(self.sizes))).copy()
-            column[self.groups.finite(key) :] = -np.inf
-            self.cache[key] = column
+            self.cache[key] = self.evaluate(self.groups.ranks(key, len(self.sizes)))
         return self.cache[key]
 
 

@@ -242,8 +242,8 @@ class FedCPQQ(_FederatedMechanism):
     (95, 1)
     >>> round(cal.coverage_lower_bound, 4)
     0.9002
-    >>> FedCPQQ().min_informative_samples(0.1, n_agents=10)
-    9
+    >>> FedCPQQ().min_informative_samples(0.1, n_agents=2)  # M(n, 2) = 2n / (2n + 1)
+    5
     """
 
     def __init__(self, *, n_agents=None):

@@ -361,6 +361,13 @@ _ALL_SERVER_RANKS = 16
 #: Bisection steps on the common relative rank (double precision is exhausted by then).
 _BISECTION_STEPS = 64
 
+#: At most this many groups (the largest sizes) move in descents.
+_DESCENT_GROUPS = 16
+
+#: With more agents than this, only the family starts are used (no descents or
+#: staircases): a column costs the square of the number of agents.
+_REFINED_AGENTS = 64
+
 #: At most this many descent steps per server rank.
 _DESCENT_STEPS = 64
 
@@ -422,11 +429,15 @@ def _smallest_on_family(columns: _Columns, groups: _Groups, k: int, level: float
 
 
 def _descend(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, level: float):
-    """Lower single group indices while ``M_k`` stays at or above ``level`` (best first)."""
+    """Lower single group indices while ``M_k`` stays at or above ``level`` (best first).
+
+    Only the :data:`_DESCENT_GROUPS` groups of the largest sizes (the finest steps) move.
+    """
     lowest = groups.lowest
+    movable = np.argsort(np.asarray(groups.sizes))[::-1][:_DESCENT_GROUPS]
     for _ in range(_DESCENT_STEPS):
         best, best_value = None, columns(index)[k - 1]
-        for g in range(index.size):
+        for g in movable:
             if index[g] > lowest[g]:
                 trial = index.copy()
                 trial[g] -= 1
@@ -504,6 +515,8 @@ def _server_rank_candidates(agent_sizes: tuple[int, ...], level: Fraction) -> tu
     if not feasible:
         return tuple(range(max(m - 2, 1), m + 1))
     best = sorted(feasible, key=lambda k: frontier.values[k - 1])[:3]
+    if m > _REFINED_AGENTS:
+        return tuple(sorted(best))
     return tuple(sorted({c for k in best for c in (k - 1, k, k + 1) if 1 <= c <= m}))
 
 
@@ -534,7 +547,8 @@ def unequal_orders(
         Per-agent largest rank allowed; larger ranks send ``+inf`` (top of the range).
     server_ranks : tuple of int or None
         Server ranks to try (default: all when ``m <= 16``, otherwise the three best of
-        the equal-size frontier at the median size and their neighbours).
+        the equal-size frontier at the median size, and their neighbours when
+        ``m <= 64``).
 
     Returns
     -------
@@ -554,12 +568,13 @@ def unequal_orders(
             starts.append((float(columns(start)[k - 1]), k, start))
     starts.sort(key=lambda item: (item[0], item[1]))
     found: list[tuple[float, int, np.ndarray]] = []
-    for _, k, start in starts[:_REFINED_SERVER_RANKS]:
+    refined = _REFINED_SERVER_RANKS if m <= _REFINED_AGENTS else 0
+    for _, k, start in starts[:refined]:
         index = _descend(columns, groups, start, k, level_float)
         index = _staircase(columns, groups, index, k, level_float)
         index = _descend(columns, groups, index, k, level_float)
         found.append((float(columns(index)[k - 1]), k, index))
-    found += starts[_REFINED_SERVER_RANKS:]
+    found += starts[refined:]
     if not found:
         return None
     found.sort(key=lambda item: (item[0], item[1]))

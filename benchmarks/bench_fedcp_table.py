@@ -1,109 +1,119 @@
-"""Time to find FedCP-QQ's ranks (l*, k*) = argmin {M(l, k) >= 1 - alpha} (paper 004 Eq. (6)).
+"""Time and memory of FedCP plans: the ``(l*, k*)`` search and FedCP2-QQ's grids.
 
-For each (m, n) the search of :func:`privconf_sklearn.mechanisms._fedcp_coverage.qq_orders`
-is timed "cold" (every cache cleared, Gauss-Legendre nodes included) and "warm" (nodes
-cached, search not cached: the cost inside a fit with new agent sizes but a known
-node count). The paper authors' public implementation (multivariate-hypergeometric
-sums of paper 004 Appendix A.2, full table) was measured on this kind of machine at
-12.4 min for (10, 100) and 5.4 min for (5, 200), and estimated at 2.4 h for (100, 10);
-those numbers are printed beside ours as ratios (they were not rerun here).
+Humbert et al. (2023), Eq. (6): ``(l*, k*) = argmin {M(l, k) >= 1 - alpha}``. Each plan
+is made "cold" (every cache of the plan machinery cleared; median of ``--repeats``
+runs) and "warm" (the plan cache cleared, the Gauss-Legendre and frontier caches kept);
+the peak memory of a cold call is measured with ``tracemalloc`` (numpy buffers
+included). Issue 17's targets: FedCP-QQ plans for 100 x 10^5 and 1000 x 10^4 under
+2 s, FedCP2-QQ plans (``epsilon=1``, gamma and bins "auto") for 2 x 10^6 and
+200 x 10^4 under 1 s, memory under 300 MB. The paper authors' public implementation
+(full table by multivariate-hypergeometric sums, their Appendix A.2) was measured at
+12.4 min for (10, 100) and 5.4 min for (5, 200) on this kind of machine (not rerun).
 
-Run:  python -m benchmarks.bench_fedcp_table [--repeats 5]
+Run:  python -m benchmarks.bench_fedcp_table [--quick] [--repeats 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
-
-import numpy as np
+import tracemalloc
 
 from privconf_sklearn.federated import make_plan
-from privconf_sklearn.mechanisms._fedcp_coverage import (
-    _cumulative_weights,
-    qq_coverage,
-    qq_orders,
-)
-from privconf_sklearn.mechanisms._fedcp_plan import _plan_qq2
+from privconf_sklearn.mechanisms import _fedcp_coverage, _fedcp_plan, _fedcp_search
 from privconf_sklearn.mechanisms._gauss_legendre import unit_gauss_legendre
 
 ALPHA = 0.1
-SIZES = [(100, 10), (10, 100), (50, 20), (1000, 100), (5, 200)]
-#: Authors' code, seconds for the full table on this kind of machine (issue 5).
-AUTHORS_SECONDS = {(10, 100): 12.4 * 60, (5, 200): 5.4 * 60, (100, 10): 2.4 * 3600}
-TARGET_SECONDS = 0.1
-#: Largest table (m * n pairs) also computed in full, for a like-for-like comparison.
-FULL_TABLE_MAX_PAIRS = 5000
+#: (m, n, epsilon): FedCP-QQ (epsilon None) and FedCP2-QQ plans.
+CASES = [
+    (100, 10, None),
+    (10, 100, None),
+    (50, 20, None),
+    (1000, 100, None),
+    (5, 200, None),
+    (100, 100_000, None),
+    (1000, 10_000, None),
+    (10, 240, 1.0),
+    (2, 1_000_000, 1.0),
+    (200, 10_000, 1.0),
+]
+QUICK = {(100, 10, None), (10, 100, None), (10, 240, 1.0)}
+TARGET_SECONDS = {None: 2.0, 1.0: 1.0}
+
+
+def clear_plans() -> None:
+    """Forget plans (the warm state: node and frontier caches kept)."""
+    for cached in (
+        _fedcp_plan.plan_fedcp_qq,
+        _fedcp_plan.plan_fedcp2_qq,
+        _fedcp_plan._private_choice,
+        _fedcp_plan.min_informative_size,
+    ):
+        cached.cache_clear()
 
 
 def clear_caches() -> None:
-    unit_gauss_legendre.cache_clear()
-    _cumulative_weights.cache_clear()
-    qq_orders.cache_clear()
-    _plan_qq2.cache_clear()
+    """Forget everything the plan machinery caches (the cold state)."""
+    clear_plans()
+    for cached in (
+        _fedcp_search.qq_frontier,
+        _fedcp_search.unequal_orders,
+        _fedcp_coverage.certify_equal,
+        _fedcp_coverage.exact_coverage_column,
+        _fedcp_coverage.unequal_coverage_column,
+        _fedcp_coverage._server_window,
+        _fedcp_coverage._panel_nodes,
+        unit_gauss_legendre,
+    ):
+        cached.cache_clear()
 
 
-def full_table(m: int, n: int) -> np.ndarray:
-    """Every M(l, k), l = 1..n, k = 1..m (what the authors' code computes)."""
-    return qq_coverage(np.arange(1, n + 1)[:, None], np.arange(1, m + 1)[None, :], m, n)
-
-
-def timed(function, repeats: int, *, cold: bool) -> float:
-    """Median wall time of ``function()`` over ``repeats`` runs."""
-    times = []
+def measure(m: int, n: int, epsilon, repeats: int):
+    colds = []
     for _ in range(repeats):
-        if cold:
-            clear_caches()
+        clear_caches()
         start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        plan = make_plan([n] * m, ALPHA, epsilon=epsilon)
+        colds.append(time.perf_counter() - start)
+    cold = statistics.median(colds)
+    clear_caches()
+    tracemalloc.start()
+    make_plan([n] * m, ALPHA, epsilon=epsilon)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    clear_plans()
+    start = time.perf_counter()
+    make_plan([n] * m, ALPHA, epsilon=epsilon)
+    warm = time.perf_counter() - start
+    return plan, cold, warm, peak
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="three small cases only")
+    parser.add_argument("--repeats", type=int, default=1, help="cold runs per case (median)")
     args = parser.parse_args(argv)
-    print(f"alpha = {ALPHA}; median of {args.repeats} runs; target {TARGET_SECONDS * 1e3:.0f} ms")
-    header = (
-        f"{'(m, n)':>11} {'(l*, k*)':>11} {'M(l*, k*)':>10} {'cold ms':>8} {'warm ms':>8} "
-        f"{'table ms':>9} {'authors':>9} {'ratio':>9} {'FedCP2 plan ms':>15}"
-    )
-    print(header)
-    print("-" * len(header))
-    for m, n in SIZES:
-        orders = qq_orders.__wrapped__(m, n, 1.0 - ALPHA)
-        cold = timed(lambda m=m, n=n: qq_orders(m, n, 1.0 - ALPHA), args.repeats, cold=True)
-        unit_gauss_legendre(m * n // 2 + 1)
-        warm = timed(
-            lambda m=m, n=n: qq_orders.__wrapped__(m, n, 1.0 - ALPHA), args.repeats, cold=False
-        )
-        private = timed(
-            lambda m=m, n=n: make_plan([n] * m, ALPHA, epsilon=1.0), args.repeats, cold=True
-        )
-        table = (
-            timed(lambda m=m, n=n: full_table(m, n), args.repeats, cold=True)
-            if m * n <= FULL_TABLE_MAX_PAIRS
-            else None
-        )
-        table_text = "-" if table is None else f"{table * 1e3:.1f}"
-        authors = AUTHORS_SECONDS.get((m, n))
-        authors_text = "-" if authors is None else f"{authors:.0f} s"
-        reference = cold if table is None else table
-        ratio = "-" if authors is None else f"{authors / reference:.0f}x"
-        flag = "" if cold <= TARGET_SECONDS else "  (over target)"
-        print(
-            f"{f'({m}, {n})':>11} {f'({orders.local_rank}, {orders.server_rank})':>11} "
-            f"{orders.coverage:>10.6f} {cold * 1e3:>8.1f} {warm * 1e3:>8.1f} "
-            f"{table_text:>9} {authors_text:>9} {ratio:>9} {private * 1e3:>15.1f}{flag}"
-        )
+    print(f"alpha = {ALPHA}; load average {os.getloadavg()[0]:.2f}; {args.repeats} cold run(s)")
     print(
-        "cold: (l*, k*) search, all caches cleared (nodes included); warm: nodes cached, "
-        "search rerun; table: every M(l, k), cold; authors: their full-table time (not "
-        "rerun); ratio = authors / our full table (authors / our search where no table "
-        "is timed); FedCP2 plan: gamma grid of 19 values, epsilon = 1, B = 100, cold."
+        "| (m, n) | protocol | (l, k) | coverage bound | cold (s) | warm (s) | peak MB | target |"
     )
+    print("|---" * 8 + "|")
+    for m, n, epsilon in CASES:
+        if args.quick and (m, n, epsilon) not in QUICK:
+            continue
+        plan, cold, warm, peak = measure(m, n, epsilon, args.repeats)
+        ranks = plan.table_ranks if epsilon is not None else plan.local_ranks
+        protocol = "FedCP-QQ" if epsilon is None else f"FedCP2-QQ eps {epsilon:g}"
+        target = TARGET_SECONDS[epsilon]
+        flag = "ok" if cold <= target else f"over {target:g} s"
+        print(
+            f"| ({m}, {n}) | {protocol} | ({ranks[0]}, {plan.server_rank}) | "
+            f"{plan.coverage_lower_bound:.7f} | {cold:.3f} | {warm:.3f} | "
+            f"{peak / 2**20:.0f} | {flag} |"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ message and the server's aggregation, all in one process) on Beta(2, 5) scores w
 ``alpha = 0.1``, at n = 2400 (10 agents of 240), n = 10^6 (100 agents of 10^4) and
 n = 10^7 (2000 agents of 5000). "Cold" clears every cache of the plan first
 (``bench_fedcp_table.clear_caches``) and is timed once; "warm" reuses the plan the cold
-call left. FedCP2-QQ's ``gamma="auto"`` repeats the search for 19 values of ``gamma``;
-above 10^5 only ``gamma=0.3`` (what "auto" picks at n = 2400) is timed (one search).
+call left. FedCP2-QQ's ``gamma="auto"`` and ``n_bins="auto"`` search grids of ``gamma``
+and ``B`` (one frontier search per ``gamma``); above 10^5 only ``gamma=0.3`` is timed
+(one frontier search, ``B`` still "auto").
 Baselines in the same process: the pooled split-conformal order statistic
 (``np.partition``) and FedCP-Avg (one ``np.partition`` per agent, then the mean;
 ``benchmarks/fedcp_avg.py``).

@@ -1,25 +1,30 @@
 """Three agents and a server run one-shot federated calibration over a local socket.
 
-Paper 004 (FedCP2-QQ by default, FedCP-QQ with ``--non-private``). Every agent is a
-separate process holding its own calibration rows; the server never sees a score.
+Humbert et al. (2023): FedCP2-QQ by default, FedCP-QQ with ``--non-private``. Every
+agent is a separate process holding its own calibration rows; the server never sees a
+score.
 
 1. Each agent connects to the server on 127.0.0.1 and announces its (public) number
    of calibration rows.
 2. The server makes the plan from public quantities only
-   (:func:`privconf_sklearn.federated.make_plan`) and sends it as JSON.
-3. Each agent computes its conformity scores with the public model, runs
-   :func:`privconf_sklearn.federated.agent_message` (epsilon-local-DP, noise from the
-   operating system's cryptographic source) and sends the message: the only
-   data-dependent communication.
-4. The server calls :func:`privconf_sklearn.federated.aggregate` and prints the
-   threshold and its guarantees, then the coverage of the resulting prediction sets on
-   public test data.
+   (:func:`privconf_sklearn.federated.make_plan`) and sends it as JSON
+   (:func:`privconf_sklearn.federated.plan_to_dict`: with the protocol version and a
+   digest of its content).
+3. Each agent checks the plan cheaply (format, digest, its own size, its budget),
+   computes its conformity scores with the public model, runs
+   :func:`privconf_sklearn.federated.agent_message` (epsilon-DP in its rows, noise from
+   the operating system's cryptographic source) and sends the message, bound to the
+   plan's digest: the only data-dependent communication.
+4. The server calls :func:`privconf_sklearn.federated.aggregate`, which re-derives the
+   plan from its public inputs and refuses any plan or message that does not match,
+   and prints the threshold and its guarantees, then the coverage of the resulting
+   prediction sets on public test data.
 
 The model is "public": every process fits the same logistic regression on the same
 public training rows. Scores are LAC scores ``1 - p_y``, already in [0, 1].
 
 Run:  python examples/federated_protocol.py [--sizes 400 600 800] [--epsilon 2]
-      [--n-bins 50] [--alpha 0.1] [--non-private]
+      [--n-bins auto] [--alpha 0.1] [--non-private]
 The defaults are small so that the run takes a few seconds.
 """
 
@@ -34,7 +39,13 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from privconf_sklearn.datasets import make_two_gaussians
-from privconf_sklearn.federated import agent_message, aggregate, make_plan
+from privconf_sklearn.federated import (
+    FedCP2QQPlan,
+    agent_message,
+    aggregate,
+    make_plan,
+    plan_to_dict,
+)
 
 HOST = "127.0.0.1"
 TIMEOUT_SECONDS = 60.0
@@ -66,8 +77,8 @@ def receive(stream) -> dict:
 def run_agent(agent: int, n_rows: int, port: int, max_epsilon) -> None:
     """One agent: private rows (simulation seed 100 + agent), one message.
 
-    The agent refuses a plan that asks for more than its own budget ``max_epsilon``
-    or that does not follow from the plan's public inputs.
+    The agent refuses a plan that asks for more than its own budget ``max_epsilon``,
+    is malformed, or was made for another size than the agent's.
     """
     X, y = make_two_gaussians(n_rows, random_state=100 + agent)
     scores = lac_scores(public_model(), X, y)
@@ -87,10 +98,13 @@ def describe(plan) -> str:
     """One line about the plan (public quantities only)."""
     if not plan.feasible:
         return f"{plan.protocol} infeasible ({plan.reason})"
-    text = f"{plan.protocol}, local ranks {list(plan.local_ranks)}, server rank {plan.server_rank}"
-    if plan.private:
-        text += f", gamma {plan.gamma}, l_cor {plan.rank_correction}"
-    return text
+    if isinstance(plan, FedCP2QQPlan):
+        return (
+            f"{plan.protocol}, ranks {list(plan.table_ranks)} raised by "
+            f"{list(plan.rank_corrections)}, server rank {plan.server_rank}, gamma "
+            f"{plan.gamma}, {plan.n_bins} bins"
+        )
+    return f"{plan.protocol}, local ranks {list(plan.local_ranks)}, server rank {plan.server_rank}"
 
 
 def one_round(listener: socket.socket, n_agents: int, alpha, epsilon, n_bins):
@@ -107,7 +121,7 @@ def one_round(listener: socket.socket, n_agents: int, alpha, epsilon, n_bins):
         plan = make_plan(announced, alpha, epsilon=epsilon, n_bins=n_bins)
         print(f"server: agents announced sizes {announced}; plan: {describe(plan)}")
         for connection, _, _ in connections.values():
-            send(connection, {"type": "plan", "plan": plan.to_dict()})
+            send(connection, {"type": "plan", "plan": plan_to_dict(plan)})
         replies = [receive(stream) for _, stream, _ in connections.values()]
     finally:
         for connection, stream, _ in connections.values():
@@ -137,7 +151,7 @@ def run_server(sizes, alpha, epsilon, n_bins) -> None:
                 process.join(timeout=TIMEOUT_SECONDS)
     for message in sorted(messages, key=lambda m: m["agent"]):
         print(f"server: agent {message['agent']} sent {message['value']:.4f}")
-    calibration = aggregate(plan, messages)
+    calibration = aggregate(plan_to_dict(plan), messages)
     privacy = calibration.privacy
     print(
         f"server: threshold {calibration.threshold:.4f}, coverage >= "
@@ -156,11 +170,12 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 600, 800])
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--epsilon", type=float, default=2.0)
-    parser.add_argument("--n-bins", type=int, default=50)
+    parser.add_argument("--n-bins", default="auto", help='number of bins, or "auto"')
     parser.add_argument("--non-private", action="store_true", help="run FedCP-QQ")
     args = parser.parse_args(argv)
     epsilon = None if args.non_private else args.epsilon
-    run_server(args.sizes, args.alpha, epsilon, args.n_bins)
+    n_bins = args.n_bins if args.n_bins == "auto" else int(args.n_bins)
+    run_server(args.sizes, args.alpha, epsilon, n_bins)
 
 
 if __name__ == "__main__":

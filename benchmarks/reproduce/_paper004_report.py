@@ -1,6 +1,6 @@
-"""Paper 004's figures and tables from the runs of :mod:`benchmarks.reproduce.paper004`.
+"""Humbert et al. (2023)'s figures and tables from :mod:`benchmarks.reproduce.paper004`.
 
-Paper 004 publishes these experiments as figures only, so the numbers set beside ours
+The paper publishes these experiments as figures only, so the numbers set beside ours
 are the exact expected coverages the theory gives for continuous scores (FedCP-QQ:
 ``M(l*, k*)``, Theorem 3.2; centralized: ``ceil((N + 1)(1 - alpha)) / (N + 1)``),
 flagged † when our mean is more than 3 standard errors away, and the paper's own
@@ -97,8 +97,9 @@ def report_fig4(records, keys, out: Path, plots: bool = True) -> str:
             f"{qq[0].mean - central[0].mean:+.4f}, sd {qq[0].sd:.4f} vs {central[0].sd:.4f}"
         )
     markdown = (
-        "**Paper 004 Sec. 5.1 data, Figure 4 style** (alpha = 0.1, N = 1000 calibration "
-        f"scores split into m agents of n; {stats[experiments[0].key][0].runs} runs)\n\n"
+        "**Humbert et al. (2023) Sec. 5.1 data, Figure 4 style** (alpha = 0.1, N = 1000 "
+        "calibration scores split into m agents of n; "
+        f"{stats[experiments[0].key][0].runs} runs)\n\n"
         + table
         + "\n\nThe paper's statements (Sec. 5.1-5.2), checked on these runs:\n\n"
         + "\n".join(claims)
@@ -108,7 +109,7 @@ def report_fig4(records, keys, out: Path, plots: bool = True) -> str:
     if plots:
         _boxplots(records, keys, [[e for e in experiments if e.split == s] for s in FIG4_SPLITS],
                   [f"m = {m}, n = {n}" for m, n in FIG4_SPLITS], out / "paper004-fig4.png",
-                  "Paper 004 Sec. 5.1 data: coverage and length (Figure 4 style)")  # fmt: skip
+                  "Humbert et al. 2023, Sec. 5.1 data: coverage and length")  # fmt: skip
     return markdown
 
 
@@ -125,8 +126,8 @@ def report_b2(records, keys, out: Path, plots: bool = True) -> str:
         claims.append(_check(f"FedCP2-QQ, {what}: more conservative as epsilon decreases",
                              means[0] <= means[1] <= means[2]))  # fmt: skip
     markdown = (
-        "**Paper 004 Appendix B.2: FedCP2-QQ** (Sec. 5.1 data, m = 5 agents of n = 200, "
-        f"B = 100 bins, alpha = 0.1; {stats[experiments[0].key][0].runs} runs)\n\n"
+        "**Humbert et al. (2023) Appendix B.2: FedCP2-QQ** (Sec. 5.1 data, m = 5 agents of "
+        f"n = 200, B = 100 bins, alpha = 0.1; {stats[experiments[0].key][0].runs} runs)\n\n"
         + table
         + "\n\nThe paper's statements (Appendix B.2), checked on these runs:\n\n"
         + "\n".join(claims)
@@ -135,7 +136,7 @@ def report_b2(records, keys, out: Path, plots: bool = True) -> str:
     write_csv(out / "paper004-b2.csv", CSV_HEADER, csv_rows)
     if plots:
         _boxplots(records, keys, [experiments], ["m = 5, n = 200"], out / "paper004-b2.png",
-                  "Paper 004 Appendix B.2: FedCP2-QQ, eps in {10, 5, 1}")  # fmt: skip
+                  "Humbert et al. (2023) Appendix B.2: FedCP2-QQ, eps in {10, 5, 1}")  # fmt: skip
     return markdown
 
 

@@ -1,21 +1,21 @@
-"""What the server runs after the single round: the quantile of the agents' messages.
+"""What the server computes after the single round: the quantile of the agents' releases.
 
-Paper 004 Algorithms 1 and 3: the threshold is the ``k``-th smallest message. The
-server only post-processes the messages, so the release inherits their privacy.
+Humbert, Le Bars, Bellet and Arlot (ICML 2023), Algorithms 1 and 3: the threshold is the
+``k``-th smallest release. The server only post-processes the releases, so the
+threshold inherits their privacy.
 """
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 
 from ..privacy import PrivacyGuarantee
 from ._base import Calibration, infeasible_calibration
-from ._fedcp_plan import PROTOCOL_VERSION, FederatedPlan
+from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
 
-__all__ = ["aggregate", "federated_privacy", "plan_privacy"]
+__all__ = ["federated_privacy", "plan_details", "plan_privacy", "release_calibration"]
 
 #: Name of the mechanism class behind each protocol, recorded in the Calibration.
 MECHANISM_NAMES = {"FedCP-QQ": "FedCPQQ", "FedCP2-QQ": "FedCP2QQ"}
@@ -30,129 +30,103 @@ def federated_privacy(epsilon: float | None) -> PrivacyGuarantee:
     return PrivacyGuarantee(
         notion="local",
         epsilon=float(epsilon),
-        adjacency="replace-one",
+        adjacency="replace-one and add/remove",
         description=(
-            "Each agent's message is epsilon-local-DP (exponential-mechanism quantile with "
-            "sensitivity-scaled utility, paper 004 Algorithm 2); agents hold disjoint data, "
-            "so every individual's record is protected at epsilon (parallel composition) "
-            "and the server's threshold is post-processing."
+            "Each agent's message is epsilon-DP in that agent's scores (an "
+            "exponential-mechanism quantile, Humbert et al. 2023 Algorithm 2, with the plan "
+            "fixed from public sizes); agents hold disjoint data, so every individual's "
+            "record is protected at epsilon (parallel composition) and the server's "
+            "threshold is post-processing."
         ),
     )
 
 
 def plan_privacy(plan: FederatedPlan) -> PrivacyGuarantee:
     """The privacy guarantee of a release made under ``plan``."""
-    return federated_privacy(plan.epsilon if plan.private else None)
+    return federated_privacy(plan.epsilon if isinstance(plan, FedCP2QQPlan) else None)
 
 
-def _plan_details(plan: FederatedPlan) -> dict[str, Any]:
-    details = {
+def plan_details(plan: FederatedPlan) -> dict[str, Any]:
+    """The plan's public quantities recorded in ``Calibration.details``."""
+    details: dict[str, Any] = {
         "protocol": plan.protocol,
         "n_agents": plan.n_agents,
         "agent_sizes": list(plan.agent_sizes),
-        "table_ranks": list(plan.table_ranks),
-        "local_ranks": list(plan.local_ranks),
+        "sample_sizes": list(plan.sample_sizes),
         "server_rank": plan.server_rank,
-        "table_level": plan.table_level,
-        "table_coverage": plan.table_coverage,
     }
-    if plan.private:
+    if isinstance(plan, FedCP2QQPlan):
         details.update(
             epsilon=plan.epsilon,
+            scaling=plan.scaling,
             n_bins=plan.n_bins,
             gamma=plan.gamma,
-            rank_correction=plan.rank_correction,
-            local_levels=None if plan.local_levels is None else list(plan.local_levels),
+            table_level=plan.table_level,
+            table_ranks=list(plan.table_ranks),
+            table_coverage=plan.table_coverage,
+            rank_corrections=list(plan.rank_corrections),
+            local_levels=list(plan.local_levels),
+            releases=list(plan.releases),
         )
+    else:
+        details["local_ranks"] = list(plan.local_ranks)
     return details
 
 
-def _check_messages(plan: FederatedPlan, messages) -> np.ndarray:
-    messages = list(messages)
-    if len(messages) != plan.n_agents:
-        raise ValueError(f"Expected {plan.n_agents} messages, one per agent; got {len(messages)}.")
-    values = np.empty(plan.n_agents)
-    seen = np.zeros(plan.n_agents, dtype=bool)
-    for message in messages:
-        if not isinstance(message, dict):
-            raise ValueError(f"Messages must be dicts; got {type(message).__name__}.")
-        if message.get("protocol") != plan.protocol or message.get("version") != PROTOCOL_VERSION:
-            raise ValueError(
-                f"Message {message!r} is not a {plan.protocol} v{PROTOCOL_VERSION} message."
-            )
-        agent = message.get("agent")
-        if not isinstance(agent, numbers.Integral) or not 0 <= agent < plan.n_agents:
-            raise ValueError(f"Message has an invalid agent index {agent!r}.")
-        if seen[agent]:
-            raise ValueError(f"Agent {agent} sent more than one message.")
-        seen[agent] = True
-        if message.get("n_samples") != plan.agent_sizes[agent]:
-            raise ValueError(
-                f"Agent {agent} reports {message.get('n_samples')!r} scores; the plan has "
-                f"{plan.agent_sizes[agent]}."
-            )
-        value = message.get("value")
-        if not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"Agent {agent} sent value {value!r}, not a number in [0, 1].")
-        if plan.private:
-            edge = message.get("bin")
-            valid_edge = (
-                isinstance(edge, numbers.Integral)
-                and 1 <= edge <= plan.n_bins
-                and value == edge / plan.n_bins
-            )
-            if not valid_edge:
-                raise ValueError(
-                    f"Agent {agent} sent bin {edge!r} and value {value!r}: a FedCP2-QQ "
-                    f"message is an edge b / {plan.n_bins} with b in 1..{plan.n_bins}."
-                )
-        if plan.sends_top(agent) and value != 1.0:
-            raise ValueError(f"Agent {agent} must send the top of the range (1.0) under this plan.")
-        values[agent] = float(value)
-    return values
+def _top_reason(plan: FederatedPlan, values: np.ndarray) -> str:
+    """Why a feasible round released the top of the range."""
+    at_top = int(np.sum(values >= 1.0))
+    m, k = plan.n_agents, plan.server_rank
+    forced = sum(plan.sends_top(agent) for agent in range(m))
+    if at_top == m:
+        who = "every agent's message is the top of the range 1.0"
+    else:
+        who = f"{at_top} of the {m} agents' messages are the top of the range 1.0"
+    if forced:
+        who += f" ({forced} sent it without reading data)"
+    if isinstance(plan, FedCP2QQPlan):
+        cause = (
+            "the agents' private quantiles landed on the top edge: more scores per agent, a "
+            "larger epsilon or fewer agents make this less likely"
+        )
+    else:
+        cause = "the agents' order statistics are at the top of the public score range"
+    return f"{who}, so the server's {k}-th smallest message is 1.0: {cause}."
 
 
-def aggregate(plan, messages) -> Calibration:
-    """The server's release: the ``k``-th smallest message, with its guarantees.
+def release_calibration(plan: FederatedPlan, values) -> Calibration:
+    """The server's release: the ``k``-th smallest of the agents' values.
 
     Parameters
     ----------
-    plan : FederatedPlan or dict
-        The plan the agents followed.
-    messages : iterable of dict
-        One message per agent (:func:`~privconf_sklearn.federated.agent_message`), in
-        any order. Must be empty for an infeasible plan.
+    plan : FedCPQQPlan or FedCP2QQPlan
+        The plan the agents followed (infeasible: ``values`` must be empty).
+    values : sequence of float
+        Each agent's released value, in agent order.
 
     Returns
     -------
     Calibration
-        Threshold in [0, 1], coverage bounds and privacy of the release. For an
-        infeasible plan: threshold 1, ``feasible=False`` and the plan's reason.
-
-    Raises
-    ------
-    ValueError
-        If the messages do not match the plan (count, agents, sizes, values, protocol).
+        Threshold in [0, 1], coverage bounds and privacy of the release. Infeasible plan:
+        threshold 1, ``feasible=False`` and the plan's reason. A feasible plan whose
+        ``k``-th smallest value is the top of the range: a reason saying why.
     """
-    if isinstance(plan, dict):
-        plan = FederatedPlan.from_dict(plan)
-    if not isinstance(plan, FederatedPlan):
-        raise TypeError(f"plan must be a FederatedPlan or its dict; got {type(plan).__name__}.")
     name = MECHANISM_NAMES[plan.protocol]
     n_samples = int(sum(plan.agent_sizes))
     if not plan.feasible:
-        if list(messages):
-            raise ValueError("The plan is infeasible: agents must not send messages.")
         return infeasible_calibration(
-            name, n_samples, plan.alpha, plan.reason, **_plan_details(plan)
+            name, n_samples, plan.alpha, plan.reason, **plan_details(plan)
         )
-    values = _check_messages(plan, messages)
+    values = np.asarray(values, dtype=np.float64)
     k = plan.server_rank
     threshold = float(np.partition(values, k - 1)[k - 1])
     # With S = F^{-1}(U) and every score likewise, the threshold is F^{-1} of the uniform
     # quantile of quantiles V, and {S <= threshold} adds to {U <= V} at most the event
     # that U falls in the flat piece of F^{-1} containing V: probability <= p_max.
-    upper = plan.coverage_upper_bound
+    if isinstance(plan, FedCP2QQPlan):
+        upper, slope, target = None, 0.0, plan.table_level
+    else:
+        upper, slope, target = plan.coverage_upper_bound, 1.0, 1.0 - plan.alpha
     return Calibration(
         mechanism=name,
         threshold=threshold,
@@ -161,7 +135,8 @@ def aggregate(plan, messages) -> Calibration:
         privacy=plan_privacy(plan),
         coverage_lower_bound=plan.coverage_lower_bound,
         coverage_upper_bound=upper,
-        upper_bound_atom_slope=0.0 if upper is None else 1.0,
-        target_level=plan.table_level,
-        details={**_plan_details(plan), "messages": values.tolist()},
+        upper_bound_atom_slope=slope,
+        target_level=target,
+        reason="" if threshold < 1.0 else _top_reason(plan, values),
+        details={**plan_details(plan), "messages": values.tolist()},
     )

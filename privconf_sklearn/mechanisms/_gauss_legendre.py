@@ -1,10 +1,11 @@
 """Gauss-Legendre quadrature on [0, 1] with double-precision nodes for any size.
 
-The federated coverage table (paper 004 Theorem 3.2) integrates polynomials of degree
-``m n`` exactly with ``ceil((m n + 1) / 2)`` Gauss-Legendre nodes, i.e. up to 50 001
-nodes at ``(m, n) = (1000, 100)``. Eigenvalue methods (``scipy.special.roots_legendre``)
-cost O(N^2) there (about a minute at N = 50 001, with relative weight errors up to 1e-8
-near the ends), so nodes and weights come from:
+The federated coverage table (Humbert et al. 2023, Theorem 3.2) integrates polynomials
+of degree ``m n`` exactly with ``ceil((m n + 1) / 2)`` Gauss-Legendre nodes, i.e. five
+million nodes at ``(m, n) = (100, 10^5)``, of which only those in a short window are
+needed (:func:`gauss_legendre_window`). Eigenvalue methods
+(``scipy.special.roots_legendre``) cost O(N^2) (about a minute at N = 50 001, with
+relative weight errors up to 1e-8 near the ends), so nodes and weights come from:
 
 - N <= 150: Newton's method in ``theta`` (``x = cos theta``) on the Legendre
   recurrence written for ``1 - x``, started from the asymptotic nodes below; weights
@@ -30,34 +31,44 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import j1, jn_zeros
 
-__all__ = ["unit_gauss_legendre"]
+__all__ = [
+    "gauss_legendre_blocks",
+    "gauss_legendre_nodes",
+    "gauss_legendre_ranges",
+    "gauss_legendre_window",
+    "unit_gauss_legendre",
+]
 
 #: Largest number of nodes computed by Newton iterations on the recurrence.
 NEWTON_MAX_NODES = 150
+
+#: Extra nodes computed on each side of a window (the index estimate is within 2).
+_INDEX_PAD = 3
 
 #: Number of ``J_0`` zeros taken from ``scipy.special.jn_zeros``; beyond it McMahon's
 #: expansion (Abramowitz and Stegun 9.5.12) is exact to double precision.
 _TABULATED_BESSEL_ZEROS = 20
 
 
-def _bessel_j0_zeros(count: int) -> np.ndarray:
-    """The first ``count`` positive zeros of ``J_0``."""
-    zeros = np.empty(count)
-    head = min(count, _TABULATED_BESSEL_ZEROS)
-    zeros[:head] = jn_zeros(0, head)
-    if count > head:
-        beta = np.pi * (np.arange(head + 1, count + 1) - 0.25)
-        r = 1.0 / beta
-        r2 = r * r
-        zeros[head:] = beta + r * (
-            1.0 / 8.0
-            + r2 * (-31.0 / 384.0 + r2 * (3779.0 / 15360.0 - r2 * (6277237.0 / 3440640.0)))
-        )
+def _bessel_j0_zeros(index: np.ndarray) -> np.ndarray:
+    """The ``index``-th positive zeros of ``J_0`` (``index >= 1``)."""
+    index = np.asarray(index, dtype=np.int64)
+    zeros = np.empty(index.shape[0])
+    tabulated = index <= _TABULATED_BESSEL_ZEROS
+    zeros[tabulated] = jn_zeros(0, _TABULATED_BESSEL_ZEROS)[index[tabulated] - 1]
+    beta = np.pi * (index[~tabulated] - 0.25)
+    r = 1.0 / beta
+    r2 = r * r
+    zeros[~tabulated] = beta + r * (
+        1.0 / 8.0 + r2 * (-31.0 / 384.0 + r2 * (3779.0 / 15360.0 - r2 * (6277237.0 / 3440640.0)))
+    )
     return zeros
 
 
-def _asymptotic_half(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bogaert's ``theta_k`` and weights (on [-1, 1]) for ``k = 1..ceil(N/2)``.
+def _asymptotic_half(n_nodes: int, index: np.ndarray | None = None):
+    """Bogaert's ``theta_k`` and weights (on [-1, 1]) for ``k`` in ``index``.
+
+    ``index`` defaults to ``1..ceil(N/2)`` (the nodes with ``x = cos theta >= 0``).
 
     Bogaert (2014), Sec. 3, with ``a = v j_k``, ``u = cot a``:
     ``F_1 = (u a - 1) / (8 a)``,
@@ -66,8 +77,9 @@ def _asymptotic_half(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     ``W_2 = (81 - 31 u a - (3 - 6 u^2) a^2 + 6 u a^3 - (27 + 84 u^2 + 56 u^4) a^4)
     / (384 a^4)``.
     """
-    half = (n_nodes + 1) // 2
-    j = _bessel_j0_zeros(half)
+    if index is None:
+        index = np.arange(1, (n_nodes + 1) // 2 + 1)
+    j = _bessel_j0_zeros(index)
     v = 1.0 / (n_nodes + 0.5)
     a = v * j
     u = 1.0 / np.tan(a)
@@ -165,3 +177,130 @@ def unit_gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     for array in (t, one_minus_t, weights):
         array.flags.writeable = False
     return t, one_minus_t, weights
+
+
+def _node_position(n_nodes: int, t: np.ndarray) -> np.ndarray:
+    """Approximate 0-based index (in increasing ``t``) of the node nearest ``t``.
+
+    From ``theta_k ~ pi (k - 1/4) / (N + 1/2)`` with ``t = sin^2(theta / 2)`` below 1/2
+    and ``1 - t = sin^2(theta / 2)`` above; exact to within one node or two.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    low = np.minimum(t, 1.0 - t)
+    theta = 2.0 * np.arcsin(np.sqrt(np.clip(low, 0.0, 0.5)))
+    k = theta * (n_nodes + 0.5) / np.pi + 0.25  # 1-based index on its half
+    return np.where(t <= 0.5, k - 1.0, n_nodes - k)
+
+
+def _nodes_by_index(n_nodes: int, index: np.ndarray):
+    """``t``, ``1 - t`` and weights of the nodes with 0-based ``index`` (increasing ``t``)."""
+    half = (n_nodes + 1) // 2
+    lower = index < half
+    k = np.where(lower, index + 1, n_nodes - index)  # 1-based index on its half
+    theta, weights = _asymptotic_half(n_nodes, k)
+    sin_half = np.sin(theta / 2.0) ** 2
+    cos_half = np.cos(theta / 2.0) ** 2
+    t = np.where(lower, sin_half, cos_half)
+    one_minus_t = np.where(lower, cos_half, sin_half)
+    return t, one_minus_t, weights / 2.0
+
+
+def gauss_legendre_ranges(n_nodes: int, t_low, t_high) -> tuple[np.ndarray, np.ndarray]:
+    """Index ranges ``[start, stop)`` (increasing ``t``) covering the nodes of windows.
+
+    Vectorised over the windows ``[t_low[p], t_high[p]]``: an estimate from the nodes'
+    asymptotic positions, checked against the nodes at both ends and widened where it
+    fell short.
+    """
+    n_nodes = int(n_nodes)
+    t_low = np.atleast_1d(np.asarray(t_low, dtype=np.float64))
+    t_high = np.atleast_1d(np.asarray(t_high, dtype=np.float64))
+    if n_nodes <= NEWTON_MAX_NODES:
+        t = unit_gauss_legendre(n_nodes)[0]
+        return np.searchsorted(t, t_low, side="left"), np.searchsorted(t, t_high, side="right")
+    starts = np.maximum(np.floor(_node_position(n_nodes, t_low)).astype(np.int64) - _INDEX_PAD, 0)
+    stops = np.minimum(
+        np.ceil(_node_position(n_nodes, t_high)).astype(np.int64) + _INDEX_PAD + 1, n_nodes
+    )
+    stops = np.maximum(stops, starts)
+    while True:
+        first = _nodes_by_index(n_nodes, starts)[0]
+        wide = (starts > 0) & (first > t_low)
+        if not wide.any():
+            break
+        starts[wide] = np.maximum(starts[wide] - 4 * _INDEX_PAD, 0)
+    while True:
+        last = _nodes_by_index(n_nodes, np.maximum(stops - 1, 0))[0]
+        short = (stops < n_nodes) & (last < t_high)
+        if not short.any():
+            break
+        stops[short] = np.minimum(stops[short] + 4 * _INDEX_PAD, n_nodes)
+    return starts, stops
+
+
+def gauss_legendre_nodes(n_nodes: int, index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``t``, ``1 - t`` and weights of the nodes with 0-based ``index`` (increasing ``t``)."""
+    n_nodes = int(n_nodes)
+    index = np.asarray(index, dtype=np.int64)
+    if n_nodes <= NEWTON_MAX_NODES:
+        t, one_minus_t, weights = unit_gauss_legendre(n_nodes)
+        return t[index], one_minus_t[index], weights[index]
+    return _nodes_by_index(n_nodes, index)
+
+
+def _window_range(n_nodes: int, t_low: float, t_high: float) -> tuple[int, int]:
+    """Index range ``[start, stop)`` covering the nodes in one window."""
+    starts, stops = gauss_legendre_ranges(n_nodes, t_low, t_high)
+    return int(starts[0]), int(stops[0])
+
+
+def gauss_legendre_blocks(n_nodes: int, t_low: float, t_high: float, block: int = 4096):
+    """Yield the nodes of :func:`gauss_legendre_window` in blocks of at most ``block``.
+
+    Memory stays bounded by the block size however many nodes the window holds.
+
+    Yields
+    ------
+    t, one_minus_t, weights : ndarray
+    """
+    n_nodes = int(n_nodes)
+    if n_nodes <= NEWTON_MAX_NODES:
+        yield gauss_legendre_window(n_nodes, t_low, t_high)
+        return
+    start, stop = _window_range(n_nodes, t_low, t_high)
+    for first in range(start, stop, block):
+        yield _nodes_by_index(n_nodes, np.arange(first, min(first + block, stop)))
+
+
+def gauss_legendre_window(
+    n_nodes: int, t_low: float, t_high: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes of the ``n_nodes``-point Gauss-Legendre rule on [0, 1] in a window.
+
+    Returns every node ``t_i`` of :func:`unit_gauss_legendre` with
+    ``t_low <= t_i <= t_high`` (and possibly a few nodes just outside), with ``1 - t_i``
+    and the weights, computed directly from their index: memory and time grow with the
+    number of nodes in the window, not with ``n_nodes``.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Size ``N >= 1`` of the rule.
+    t_low, t_high : float
+        The window, ``0 <= t_low <= t_high <= 1``.
+
+    Returns
+    -------
+    t, one_minus_t, weights : ndarray
+        As for :func:`unit_gauss_legendre`, restricted to the window.
+    """
+    n_nodes = int(n_nodes)
+    if n_nodes <= NEWTON_MAX_NODES:
+        t, one_minus_t, weights = unit_gauss_legendre(n_nodes)
+        keep = slice(
+            int(np.searchsorted(t, t_low, side="left")),
+            int(np.searchsorted(t, t_high, side="right")),
+        )
+        return t[keep], one_minus_t[keep], weights[keep]
+    start, stop = _window_range(n_nodes, t_low, t_high)
+    return _nodes_by_index(n_nodes, np.arange(start, stop))

@@ -1,34 +1,38 @@
 """Federated calibration with the quantile of quantiles: FedCP-QQ and FedCP2-QQ.
 
-Paper 004 (Humbert, Le Bars, Bellet, Arlot, "One-Shot Federated Conformal Prediction",
-ICML 2023). Calibration scores live with ``m`` agents (the ``groups`` passed to
+Humbert, Le Bars, Bellet and Arlot, "One-Shot Federated Conformal Prediction" (ICML
+2023). Calibration scores live with ``m`` agents (the ``groups`` passed to
 ``fit_calibrate``); each agent sends one message computed from its own scores and the
-server keeps the ``k``-th smallest message. These mechanisms run exactly the functions
-of :mod:`privconf_sklearn.federated` that real agents and servers run
-(:func:`~privconf_sklearn.federated.make_plan`,
-:func:`~privconf_sklearn.federated.agent_message`,
-:func:`~privconf_sklearn.federated.aggregate`), with all agents in one process.
+server keeps the ``k``-th smallest message. These mechanisms run the same plan, agent
+and server functions (:mod:`._fedcp_plan`, :mod:`._fedcp_agent`, :mod:`._fedcp_server`)
+that :mod:`privconf_sklearn.federated` wraps in a JSON protocol for real agents on other
+machines, with all agents in one process.
 
-Agent sizes are public (as ``n`` is for every mechanism, DESIGN.md correction 6); the
-coverage certificate, which is computed before any data is read, therefore needs them:
-pass ``agent_sizes=`` to :meth:`FedCPQQ.coverage_certificate`, or set ``n_agents`` on
-the mechanism to certify ``n_samples`` scores spread evenly over ``n_agents`` agents.
+Agent sizes are public (as ``n`` is for every mechanism); the coverage certificate,
+computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
+:meth:`FedCPQQ.coverage_certificate`, or set ``n_agents`` on the mechanism to certify
+``n_samples`` scores spread evenly over ``n_agents`` agents.
 """
 
 from __future__ import annotations
 
-import numbers
-from abc import abstractmethod
-
 import numpy as np
 
 from .._random import NoiseSource
-from .._validation import check_alpha
+from .._validation import Interval, NoneValue, Options, check_alpha, validate_params
 from ..privacy import PrivacyGuarantee
 from ._base import Calibration, CoverageCertificate, QuantileMechanism
-from ._fedcp_agent import agent_message
-from ._fedcp_plan import FederatedPlan, check_private_parameters, even_sizes, make_plan
-from ._fedcp_server import aggregate, federated_privacy
+from ._fedcp_agent import agent_release
+from ._fedcp_plan import (
+    MAX_AGENTS,
+    MAX_BINS,
+    FederatedPlan,
+    check_agent_sizes,
+    even_sizes,
+    make_plan,
+    min_informative_size,
+)
+from ._fedcp_server import federated_privacy, release_calibration
 
 __all__ = ["FedCP2QQ", "FedCPQQ"]
 
@@ -39,9 +43,18 @@ def split_by_agent(scores: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
     Raises
     ------
     ValueError
-        If ``groups`` holds fewer than two distinct agents or labels that cannot be
-        sorted.
+        If ``groups`` holds NaN or infinite labels, labels that cannot be sorted, or
+        fewer than two distinct agents.
     """
+    if groups.dtype.kind == "f" and not np.isfinite(groups).all():
+        bad = groups[~np.isfinite(groups)][:3].tolist()
+        raise ValueError(f"groups must hold finite agent ids; got {bad}.")
+    if groups.dtype.kind == "b":
+        raise ValueError("groups must hold agent ids (ints or strings), not booleans.")
+    if groups.dtype.kind == "O" and any(
+        isinstance(g, float) and not np.isfinite(g) for g in groups.tolist()
+    ):
+        raise ValueError("groups must hold finite agent ids; got NaN or infinite values.")
     try:
         labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
     except TypeError as exc:
@@ -58,28 +71,26 @@ def split_by_agent(scores: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
 
 
 class _FederatedMechanism(QuantileMechanism):
-    """Shared logic: groups -> agents -> plan -> messages -> aggregate."""
+    """Shared logic: groups -> agents -> plan -> releases -> the server's threshold."""
 
     requires_groups = True
 
-    def _check_n_agents(self) -> None:
-        if self.n_agents is not None and (
-            not isinstance(self.n_agents, numbers.Integral)
-            or isinstance(self.n_agents, bool)
-            or self.n_agents < 2
-        ):
-            raise ValueError(f"n_agents must be None or an integer >= 2; got {self.n_agents!r}.")
+    _parameter_constraints: dict = {
+        "n_agents": [NoneValue(), Interval("integer", 2, MAX_AGENTS)],
+    }
 
     def _check_params(self) -> None:
-        self._check_n_agents()
-
-    @abstractmethod
-    def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
-        """The server's plan for these public agent sizes (no data read)."""
+        validate_params(self, self._parameter_constraints)
 
     def _planned_sizes(self, n_samples: int, agent_sizes) -> tuple[int, ...]:
         if agent_sizes is not None:
-            return tuple(agent_sizes)
+            sizes = check_agent_sizes(agent_sizes, type(self).__name__)
+            if sum(sizes) != n_samples:
+                raise ValueError(
+                    f"{type(self).__name__}: agent_sizes sum to {sum(sizes)}, not "
+                    f"n_samples = {n_samples}."
+                )
+            return sizes
         if self.n_agents is None:
             raise ValueError(
                 f"{type(self).__name__}.coverage_certificate needs the agents' sizes: pass "
@@ -115,13 +126,73 @@ class _FederatedMechanism(QuantileMechanism):
             :meth:`calibrate` reports for groups of these sizes.
         """
         self._check_params()
-        sizes = self._planned_sizes(int(n_samples), agent_sizes)
-        if sum(sizes) != n_samples:
-            raise ValueError(f"agent_sizes sum to {sum(sizes)}, not n_samples = {n_samples}.")
+        n_samples = validate_params(
+            type(self).__name__,
+            {"n_samples": [Interval("integer", 2, None)]},
+            {"n_samples": n_samples},
+        )["n_samples"]
+        sizes = self._planned_sizes(n_samples, agent_sizes)
         plan = self.plan(sizes, check_alpha(alpha))
         if not plan.feasible:
             return CoverageCertificate(1.0, feasible=False, reason=plan.reason)
         return CoverageCertificate(plan.coverage_lower_bound)
+
+    def min_informative_samples(self, alpha: float, *, n_agents=None) -> int:
+        """Smallest per-agent calibration size with a feasible plan, from public quantities.
+
+        For ``n_agents`` agents of equal size ``n`` (the mechanism's ``n_agents`` if not
+        given), the smallest ``n`` for which :meth:`coverage_certificate` of
+        ``n_agents * n`` scores is feasible; feasibility does not decrease with ``n``, so
+        it is found by doubling and bisection.
+
+        Parameters
+        ----------
+        alpha : float
+            Miscoverage level.
+        n_agents : int or None, default=None
+            Number of agents; defaults to the mechanism's ``n_agents``.
+
+        Returns
+        -------
+        int
+            Calibration scores per agent (``10**9 + 1`` if no size up to ``10**9``
+            suffices).
+        """
+        self._check_params()
+        alpha = check_alpha(alpha)
+        n_agents = validate_params(
+            type(self).__name__,
+            {"n_agents": [NoneValue(), Interval("integer", 2, MAX_AGENTS)]},
+            {"n_agents": self.n_agents if n_agents is None else n_agents},
+        )["n_agents"]
+        if n_agents is None:
+            raise ValueError(
+                f"{type(self).__name__}.min_informative_samples needs the number of agents: "
+                "pass n_agents= or set n_agents on the mechanism."
+            )
+        return min_informative_size(n_agents, alpha, **self._plan_arguments())
+
+    def _plan_arguments(self) -> dict:
+        """Validated keyword arguments of ``make_plan`` besides the sizes and ``alpha``."""
+        return {}
+
+    def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
+        """The server's plan for these public agent sizes (no data read).
+
+        Parameters
+        ----------
+        agent_sizes : sequence of int
+            Public calibration size of each agent.
+        alpha : float
+            Miscoverage level.
+
+        Returns
+        -------
+        FedCPQQPlan or FedCP2QQPlan
+            See :func:`privconf_sklearn.federated.make_plan`.
+        """
+        self._check_params()
+        return make_plan(agent_sizes, alpha, **self._plan_arguments())
 
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
@@ -131,27 +202,25 @@ class _FederatedMechanism(QuantileMechanism):
             raise ValueError(f"groups define {len(parts)} agents but n_agents = {self.n_agents}.")
         plan = self.plan([part.shape[0] for part in parts], alpha)
         if not plan.feasible:
-            return aggregate(plan, [])
-        messages = [
-            agent_message(part, plan, agent, random_state=noise) for agent, part in enumerate(parts)
-        ]
-        return aggregate(plan, messages)
+            return release_calibration(plan, [])
+        values = [agent_release(part, plan, j, noise).value for j, part in enumerate(parts)]
+        return release_calibration(plan, values)
 
 
 class FedCPQQ(_FederatedMechanism):
     """One-shot federated conformal calibration with the quantile of quantiles.
 
-    Paper 004 Algorithm 1 (FedCP-QQ): each agent sends the ``l``-th smallest of its
-    scores, the server returns the ``k``-th smallest message. For equal local sizes
-    ``(l, k) = argmin {M(l, k) : M(l, k) >= 1 - alpha}`` (Eq. (6)), with the coverage
-    table ``M`` of Theorem 3.2 computed exactly; for unequal sizes
-    ``l_j = ceil((1 - alpha)(n_j + 1))`` and the smallest ``k`` whose coverage
-    (Poisson-binomial form) reaches ``1 - alpha`` (Appendix A.1).
+    Humbert et al. (2023), Algorithm 1 (FedCP-QQ): each agent sends the ``l``-th
+    smallest of its scores, the server returns the ``k``-th smallest message. For equal
+    local sizes ``(l, k) = argmin {M(l, k) : M(l, k) >= 1 - alpha}`` (their Eq. (6)),
+    with the coverage table ``M`` of Theorem 3.2 computed exactly. For unequal sizes the
+    agents' ranks are searched too (from public sizes only; their Appendix A.1 fixes
+    them), and when that search is not better than the equal-size plan at the smallest
+    size, every agent uses a uniformly random subset of that size.
 
-    Guarantee: marginal coverage at least ``M(l, k) >= 1 - alpha`` for i.i.d. scores
-    (Theorem 3.2), exactly ``M(l, k)`` for continuous scores (so at most
-    ``M(l, k) + p_max`` with atoms of mass at most ``p_max``). No privacy: agents
-    send exact order statistics.
+    Guarantee: marginal coverage at least ``M >= 1 - alpha`` for i.i.d. scores (Theorem
+    3.2), exactly ``M`` for continuous scores (so at most ``M + p_max`` with atoms of
+    mass at most ``p_max``). No privacy: agents send exact order statistics.
 
     Use it with ``fit_calibrate(X, y, groups=agent_ids)``.
 
@@ -159,7 +228,8 @@ class FedCPQQ(_FederatedMechanism):
     ----------
     n_agents : int or None, default=None
         Number of agents, used only to certify coverage before data is seen
-        (:meth:`coverage_certificate`) and checked against ``groups``.
+        (:meth:`coverage_certificate`, :meth:`min_informative_samples`) and checked
+        against ``groups``.
 
     Examples
     --------
@@ -172,6 +242,8 @@ class FedCPQQ(_FederatedMechanism):
     (95, 1)
     >>> round(cal.coverage_lower_bound, 4)
     0.9002
+    >>> FedCPQQ().min_informative_samples(0.1, n_agents=2)  # M(n, 2) = 2n / (2n + 1)
+    5
     """
 
     def __init__(self, *, n_agents=None):
@@ -182,44 +254,50 @@ class FedCPQQ(_FederatedMechanism):
         self._check_params()
         return federated_privacy(None)
 
-    def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
-        """The FedCP-QQ plan for these public agent sizes (no data read)."""
-        return make_plan(agent_sizes, alpha)
-
 
 class FedCP2QQ(_FederatedMechanism):
-    """Federated calibration with epsilon-local-DP agents (FedCP2-QQ).
+    """Federated calibration with epsilon-locally-private agents (FedCP2-QQ).
 
-    Paper 004 Sec. 4, Algorithm 3: the server finds the FedCP-QQ ranks
-    ``(l_gamma, k_gamma)`` for the level ``(1 - alpha) / (1 - gamma alpha)``, raises
-    the agents' rank by ``l_cor = ceil(2/eps log(B / (1 - (1 - gamma alpha)^(1/m))))``
-    (Eq. (10)), and each agent releases the exponential-mechanism quantile of its
-    scores on ``B`` uniform bins at level ``q = max((l_gamma + l_cor) / n, 1/2)``
-    (Algorithm 2, utility scaled by its sensitivity ``max(1/q, 1/(1-q))``). The server
-    keeps the ``k_gamma``-th smallest message. ``gamma="auto"`` takes the ``gamma``
-    of :data:`~privconf_sklearn.federated.GAMMA_GRID` with the smallest
-    ``M(l_gamma + l_cor, k_gamma)`` (Sec. 4). Unequal sizes use the Appendix A.1 ranks
-    at the same level, agent by agent.
+    Humbert et al. (2023), Sec. 4 and Algorithm 3: the server finds the FedCP-QQ ranks
+    ``l_j`` and ``k`` for the level ``(1 - alpha) / (1 - gamma alpha)`` and raises each
+    agent's rank by a correction ``c_j``; agent ``j`` releases the exponential-mechanism
+    quantile of its scores on ``B`` uniform bins at level ``q_j`` and the server keeps
+    the ``k``-th smallest message.
 
-    Guarantees (Theorem 4.1): each agent's message is epsilon-local-DP; marginal
-    coverage at least ``(1 - gamma alpha) M(l_gamma, k_gamma) >= 1 - alpha``. When
-    ``l_gamma + l_cor`` reaches an agent's size, that agent's level would be 1 and it
-    sends the top of the range without reading its data; if fewer than ``k_gamma``
-    agents are left for every ``gamma``, the request is infeasible: the threshold is
-    the top of the range (full sets, widest intervals), no data is read, a warning
-    says why.
+    - ``scaling="tight"`` (default): exponent ``-epsilon max((1 - q) b_e, q a_e)`` and
+      ``c_j`` the smallest integer with ``epsilon q_j (c_j + 1) >= log((B - 1)/delta)``,
+      ``q_j = (l_j + c_j) / n_j``, ``delta = 1 - (1 - gamma alpha)^(1/m)`` (proof in the
+      user guide): about half the paper's correction.
+    - ``scaling="paper"``: their Algorithm 2 (``exp(-epsilon w / (2 Delta_q))``) and
+      Eq. (10), ``c = ceil(2/epsilon log(B / delta))``, ``q_j = max((l_j + c)/n_j, 1/2)``.
+
+    ``gamma="auto"`` and ``n_bins="auto"`` choose ``gamma`` on a grid of 0.05 to 0.95 and
+    ``B`` on a log-spaced grid of 2 to 10^6, minimising the coverage of the non-private
+    estimator at the corrected ranks plus ``1 / (2B)`` (the grid's mean rounding), from
+    public quantities only (Sec. 4's choice of ``gamma``, extended to ``B``).
+
+    Guarantees (Theorem 4.1): each agent's message is epsilon-DP in that agent's scores
+    (replace-one and add/remove, sizes public); marginal coverage at least
+    ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
+    size sends the top of the range without reading its data; if the server rank cannot
+    be served, the request is infeasible: the threshold is the top of the range (full
+    sets, widest intervals), no data is read, and a warning says why and from which
+    size per agent it would be feasible.
 
     Parameters
     ----------
-    epsilon : float, default=1.0
-        Local privacy budget of each agent's message, > 0 and finite.
-    n_bins : int, default=100
-        Number ``B >= 2`` of uniform bins on [0, 1].
+    epsilon : float
+        Local privacy budget of each agent's message, > 0 and finite (no default).
+    n_bins : int or "auto", default="auto"
+        Number ``B`` of uniform bins on [0, 1], 2 to 10^6 (the paper uses 100).
     gamma : float or "auto", default="auto"
         Share of ``alpha`` given to the privacy noise, in (0, 1).
+    scaling : {"tight", "paper"}, default="tight"
+        The agents' exponential-mechanism scaling and the matching rank correction.
     n_agents : int or None, default=None
         Number of agents, used only to certify coverage before data is seen
-        (:meth:`coverage_certificate`) and checked against ``groups``.
+        (:meth:`coverage_certificate`, :meth:`min_informative_samples`) and checked
+        against ``groups``.
 
     Examples
     --------
@@ -228,29 +306,32 @@ class FedCP2QQ(_FederatedMechanism):
     >>> rng = np.random.default_rng(0)
     >>> scores, agents = rng.uniform(size=2400), np.repeat(np.arange(10), 240)
     >>> cal = FedCP2QQ(epsilon=1.0).calibrate(scores, 0.1, groups=agents, random_state=0)
-    >>> cal.privacy.notion, cal.privacy.epsilon, cal.details["rank_correction"]
-    ('local', 1.0, 21)
-    >>> bool(cal.coverage_lower_bound >= 0.9)
-    True
+    >>> cal.privacy.notion, cal.privacy.epsilon
+    ('local', 1.0)
+    >>> bool(cal.coverage_lower_bound >= 0.9), cal.informative
+    (True, True)
     """
 
-    def __init__(self, epsilon: float = 1.0, *, n_bins=100, gamma="auto", n_agents=None):
+    _parameter_constraints: dict = {
+        **_FederatedMechanism._parameter_constraints,
+        "epsilon": [Interval("real", 0.0, None, closed="neither")],
+        "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
+        "gamma": [Options("auto"), Interval("real", 0.0, 1.0, closed="neither")],
+        "scaling": [Options("tight", "paper")],
+    }
+
+    def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight", n_agents=None):
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.gamma = gamma
+        self.scaling = scaling
         self.n_agents = n_agents
 
-    def _check_params(self) -> None:
-        super()._check_params()
-        check_private_parameters(self.epsilon, self.n_bins, self.gamma)
-
     def privacy_guarantee(self) -> PrivacyGuarantee:
-        """Epsilon-local DP of each agent's message (recorded as epsilon)."""
+        """Epsilon-DP of each agent's message in that agent's scores (recorded as epsilon)."""
         self._check_params()
         return federated_privacy(float(self.epsilon))
 
-    def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
-        """The FedCP2-QQ plan for these public agent sizes (no data read)."""
-        return make_plan(
-            agent_sizes, alpha, epsilon=self.epsilon, n_bins=self.n_bins, gamma=self.gamma
-        )
+    def _plan_arguments(self) -> dict:
+        checked = validate_params(self, self._parameter_constraints)
+        return {name: checked[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}

@@ -1,0 +1,100 @@
+"""Federated plans for unequal agent sizes: the agents' ranks are searched too (issue 12).
+
+The certified excess over 1 - alpha is never worse than the equal-size plan's at the
+smallest agent's size (for FedCP-QQ and FedCP2-QQ); when the rank search cannot match
+it, every agent uses a uniformly random subset of the smallest size.
+"""
+
+import numpy as np
+import pytest
+
+from privconf_sklearn.federated import make_plan
+from privconf_sklearn.mechanisms import FedCPQQ
+
+from ._stats import binomial_lower_limit, binomial_upper_limit
+
+ALPHA = 0.1
+
+
+def excess(plan):
+    return plan.coverage_lower_bound - (1 - ALPHA)
+
+
+@pytest.mark.parametrize(
+    "equal, unequal", [((200,) * 4, (200, 200, 200, 199)), ((100,) * 10, (100,) * 9 + (99,))]
+)
+def test_issue_examples(equal, unequal):
+    """Before: 4 x 200 certified 0.90012 but (200, 200, 200, 199) 0.90735; 10 x 100
+    certified 0.90018 but one agent of 99 gave 0.9067."""
+    plan = make_plan(unequal, ALPHA)
+    smallest = make_plan((min(unequal),) * len(unequal), ALPHA)
+    assert plan.feasible and plan.sample_sizes == unequal  # no data discarded
+    assert excess(plan) <= excess(smallest)
+    assert excess(plan) <= excess(make_plan(equal, ALPHA))
+    assert plan.coverage_lower_bound < 0.9005
+
+
+@pytest.mark.parametrize("epsilon", [None, 2.0])
+def test_never_worse_than_the_equal_plan_at_the_smallest_size(epsilon):
+    """Property over random size vectors (fixed seed): feasible whenever the equal-size
+    plan at the smallest size is, with a certified excess no larger."""
+    rng = np.random.default_rng(1)
+    for _ in range(12):
+        m = int(rng.integers(2, 9))
+        sizes = tuple(int(x) for x in rng.integers(20, 400, m))
+        plan = make_plan(sizes, ALPHA, epsilon=epsilon)
+        smallest = make_plan((min(sizes),) * m, ALPHA, epsilon=epsilon)
+        if smallest.feasible:
+            assert plan.feasible
+            assert excess(plan) <= excess(smallest)
+        if plan.feasible:
+            assert plan.coverage_lower_bound >= 1 - ALPHA
+
+
+def test_subsampling_when_the_search_cannot_match_the_smallest_agent():
+    """With an agent of 3 scores, M(3, 3) at m = 3 agents of 3 is exactly 9/10: only the
+    equal-size plan (every agent using 3 random scores) certifies no excess at all."""
+    plan = make_plan((3, 200, 250), ALPHA)
+    assert plan.sample_sizes == (3, 3, 3)
+    assert (plan.local_ranks, plan.server_rank) == ((3, 3, 3), 3)
+    assert plan.coverage_lower_bound == 0.9
+
+
+def test_subsets_are_uniformly_random():
+    """Monte Carlo through the mechanism with each agent's scores stored sorted: the
+    coverage of a fresh uniform score is exactly 9/10 only if the subsets ignore the
+    storage order (a prefix of sorted scores would cover far less)."""
+    sizes = (3, 200, 250)
+    groups = np.repeat(np.arange(3), sizes)
+    rng = np.random.default_rng(5)
+    trials, covered = 3000, 0
+    for trial in range(trials):
+        parts = [np.sort(rng.uniform(size=n)) for n in sizes]
+        calibration = FedCPQQ().calibrate(
+            np.concatenate(parts), ALPHA, groups=groups, random_state=trial
+        )
+        covered += rng.uniform() <= calibration.threshold
+    assert binomial_lower_limit(trials, 0.9) <= covered <= binomial_upper_limit(trials, 0.9)
+
+
+def test_private_plans_certify_the_ranks_they_announce():
+    """Unequal FedCP2-QQ plans: the agents that release serve the server rank, the others
+    count as +inf in the table, and the table coverage is the certified value at exactly
+    the announced ranks (recomputed by the exact quadrature, which has no public route)."""
+    from privconf_sklearn.mechanisms._fedcp_coverage import unequal_coverage_column
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(10):
+        m = int(rng.integers(2, 7))
+        sizes = tuple(int(x) for x in rng.integers(15, 300, m))
+        plan = make_plan(sizes, ALPHA, epsilon=1.0)
+        if not plan.feasible or plan.sample_sizes != sizes:
+            continue
+        checked += 1
+        assert sum(plan.releases) >= plan.server_rank
+        for rank, n, releases in zip(plan.table_ranks, sizes, plan.releases, strict=True):
+            assert releases == (rank <= n)
+        column = unequal_coverage_column(sizes, plan.table_ranks)
+        assert abs(plan.table_coverage - column[plan.server_rank - 1]) <= 1.5e-12
+    assert checked >= 5

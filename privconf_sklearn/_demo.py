@@ -63,7 +63,7 @@ def _format_privacy(privacy) -> str:
         return "none (eps = inf)"
     if privacy.notion == "zcdp":
         return f"({privacy.epsilon:.3g}, {privacy.delta:.0e})-DP"
-    kind = "local " if privacy.notion == "local" else ""
+    kind = "local-" if privacy.notion == "local" else ""
     return f"{privacy.epsilon:g}-{kind}DP"
 
 

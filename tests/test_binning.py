@@ -46,7 +46,7 @@ def adversarial_scores(m, rng, n_edges=2000):
     return np.clip(scores, 0.0, 1.0)
 
 
-SIZES = [1, 2, 3, 7, 10, 20, 97, 100, 997, 1000, 4096, 10**5 + 3, 10**6, 2**24 - 1, MAX_BINS]
+SIZES = [1, 2, 3, 7, 10, 20, 97, 100, 997, 1000, 4096, 2**16, 10**5 + 3, 10**6, 2**24 - 1, MAX_BINS]
 
 
 @pytest.mark.parametrize("m", SIZES)
@@ -59,7 +59,7 @@ def test_same_bins_as_the_edge_table_on_adversarial_scores(m):
     assert counts.dtype == np.int64 and counts.shape == (m,)
 
 
-@pytest.mark.parametrize("m", [5, 1000, 2**17])
+@pytest.mark.parametrize("m", [5, 1000, 2**16, 2**17])
 def test_same_bins_across_block_and_chunk_boundaries(m):
     """More scores than one block (2**16) and than one chunk (2 (m + 1) or a block)."""
     rng = np.random.default_rng(1)

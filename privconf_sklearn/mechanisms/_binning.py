@@ -39,7 +39,8 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     ``m <= 2**53``). Both edges are the same correctly rounded quotients as the table
     ``np.arange(m + 1) / m``, so the bins are exactly those of the comparisons with that
     table, including scores on an edge or one ulp to either side of it, 0, 1 and
-    subnormal scores.
+    subnormal scores. For ``m`` a power of two the product is exact and the corrections
+    are skipped.
 
     Parameters
     ----------
@@ -79,6 +80,9 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     edge = np.empty(_BLOCK)
     flag = np.empty(_BLOCK, dtype=bool)
     size = float(m)
+    # For m a power of two, s * m is exact, so c = ceil(s * m) is already the smallest
+    # j with s <= j / m and neither correction can apply.
+    exact_product = m & (m - 1) == 0
     for chunk_start in range(0, n, chunk):
         chunk_stop = min(chunk_start + chunk, n)
         for start in range(chunk_start, chunk_stop, _BLOCK):
@@ -89,6 +93,8 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
             np.multiply(block, size, out=c)
             np.ceil(c, out=c)  # in [0, m] for scores in [0, 1]; 0 only for s = 0
             np.copyto(i, c, casting="unsafe")
+            if exact_product:
+                continue
             # One step down if s <= e_{c-1}, else one step up if s > e_c (at most one
             # applies, since e_{c-1} <= e_c).
             np.subtract(c, 1.0, out=e)

@@ -40,8 +40,19 @@ def adversarial_scores(m, rng, n_edges=2000):
     for direction in (-1.0, 2.0):
         step = np.nextafter(edges, direction)
         near += [step, np.nextafter(step, direction)]
-    special = [0.0, -0.0, 5e-324, 1e-320, 2.2250738585072014e-308, 1e-300, 1.0,
-               np.nextafter(1.0, 0.0), 0.5, np.nextafter(0.5, 0), np.nextafter(0.5, 1)]
+    special = [
+        0.0,
+        -0.0,
+        5e-324,
+        1e-320,
+        2.2250738585072014e-308,
+        1e-300,
+        1.0,
+        np.nextafter(1.0, 0.0),
+        0.5,
+        np.nextafter(0.5, 0),
+        np.nextafter(0.5, 1),
+    ]
     scores = np.concatenate([*near, special, rng.uniform(size=3000)])
     return np.clip(scores, 0.0, 1.0)
 

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import BasePrivateConformal, _estimator_has
 from ._validation import encode_labels
-from .scores import APS, LAC
+from .scores import APS, LAC, RAPS
 
 __all__ = ["PrivateConformalClassifier"]
 
@@ -99,7 +99,12 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
     1.0
     """
 
-    _score_aliases = {"lac": LAC, "aps": APS}
+    _score_aliases = {
+        "lac": LAC,
+        "aps": APS,
+        "aps_randomized": lambda: APS(randomized=True),
+        "raps": RAPS,
+    }
 
     def __init__(
         self,

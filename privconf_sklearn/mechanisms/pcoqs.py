@@ -266,8 +266,9 @@ class _RankCounter:
             else:
                 self._sorted = self._sorted[self._split :]
             return
-        mask = self._at_most if keep_lower_half else ~self._at_most
-        self._array = self._array[mask]
+        at_most = self._at_most
+        assert at_most is not None  # set by the query this narrowing follows
+        self._array = self._array[at_most if keep_lower_half else ~at_most]
         self._switch_if_small()
 
 

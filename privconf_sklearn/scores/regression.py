@@ -14,12 +14,11 @@ can differ only by the rounding of that one addition.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._validation import Interval, NoneValue, validate_params
 from ._base import BaseConformityScore
 
 __all__ = ["CQR", "AbsoluteResidual", "NormalizedResidual", "RegressionScore"]
@@ -99,7 +98,7 @@ class RegressionScore(BaseConformityScore):
     lower and upper interval ends.
     """
 
-    natural_bounds = None
+    _natural_bounds = None
 
     def check_estimator(self, estimator) -> None:
         """Require ``estimator.predict``."""
@@ -261,15 +260,12 @@ class NormalizedResidual(RegressionScore):
         """Keep the fitted difficulty estimator by reference (it is never refitted)."""
         return type(self)(self.difficulty_estimator, min_difficulty=self.min_difficulty)
 
+    _parameter_constraints: dict = {
+        "min_difficulty": [NoneValue(), Interval("real", 0.0, None, closed="neither")],
+    }
+
     def _check_params(self) -> None:
-        floor = self.min_difficulty
-        if floor is not None and (
-            not isinstance(floor, numbers.Real)
-            or isinstance(floor, bool)
-            or not np.isfinite(floor)
-            or floor <= 0
-        ):
-            raise ValueError(f"min_difficulty must be None or a finite real > 0; got {floor!r}.")
+        validate_params(self, self._parameter_constraints)
 
     def check_estimator(self, estimator) -> None:
         """Require ``estimator.predict`` and a fitted difficulty estimator with ``predict``."""

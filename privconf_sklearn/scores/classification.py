@@ -240,18 +240,24 @@ class _CumulativeMassScore(ClassificationScore):
         cumulative = np.cumsum(ascending, axis=1)
         starts = np.ones((n_rows, k), dtype=bool)
         np.not_equal(ascending[:, 1:], ascending[:, :-1], out=starts[:, 1:])
-        previous = np.zeros((n_rows, k))
-        previous[:, 1:] = cumulative[:, :-1]
-        below = np.maximum.accumulate(np.where(starts, previous, -np.inf), axis=1)
-        ends = np.ones((n_rows, k), dtype=bool)
-        ends[:, :-1] = starts[:, 1:]
-        end = np.minimum.accumulate(np.where(ends, cumulative, np.inf)[:, ::-1], axis=1)[:, ::-1]
+        below = np.zeros((n_rows, k))
+        below[:, 1:] = cumulative[:, :-1]
+        end = cumulative
+        start = None
+        if not starts.all():  # ties: every label takes its group's values
+            below = np.maximum.accumulate(np.where(starts, below, -np.inf), axis=1)
+            ends = np.ones((n_rows, k), dtype=bool)
+            ends[:, :-1] = starts[:, 1:]
+            end = np.where(ends, cumulative, np.inf)
+            end = np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
+            start = np.maximum.accumulate(np.where(starts, np.arange(k), 0), axis=1)
         u = u[:, None]
-        scores = 1.0 - (u * below + (1.0 - u) * end)
+        scores = below * u
+        scores += end * (1.0 - u)
+        np.subtract(1.0, scores, out=scores)  # 1 - (U below + (1 - U) end)
         np.clip(scores, 0.0, 1.0, out=scores)
         if by_position is not None:
-            start = np.maximum.accumulate(np.where(starts, np.arange(k), 0), axis=1)
-            scores += by_position[start]
+            scores += by_position if start is None else by_position[start]
         first = k - np.count_nonzero(scores <= threshold, axis=1)
         value = ascending[np.arange(n_rows), np.minimum(first, k - 1)]
         return np.where(first < k, value, np.inf)

@@ -35,10 +35,15 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         Keyword-only and without default, so privacy is always a visible choice.
     alpha : float, default=0.1
         Target miscoverage in (0, 1).
-    conformity_score : {"lac", "aps"} or ClassificationScore, default="lac"
+    conformity_score : {"lac", "aps", "aps_randomized", "raps"} or ClassificationScore, \
+            default="lac"
         Conformity score (named like MAPIE's, since ``score`` is the scikit-learn
         accuracy method): ``"lac"`` is ``1 - p_y(x)`` (:class:`~privconf_sklearn.scores.LAC`),
-        ``"aps"`` the adaptive prediction sets score (:class:`~privconf_sklearn.scores.APS`).
+        ``"aps"`` the non-randomised adaptive prediction sets score
+        (:class:`~privconf_sklearn.scores.APS`), ``"aps_randomized"``
+        ``APS(randomized=True)`` (MAPIE's default APS score), ``"raps"``
+        :class:`~privconf_sklearn.scores.RAPS` with its default parameters. See
+        :doc:`/user_guide/scores` for which to choose.
     prefit : bool, default=True
         If True, ``estimator`` is already fitted and ``fit`` only calibrates. It is then
         kept by reference, also through ``clone`` (as

@@ -275,7 +275,7 @@ class _RankCounter:
 def noisy_binary_search(
     scores: np.ndarray, target: float, lower: float, upper: float, noise_values: np.ndarray
 ) -> tuple[float, bool]:
-    """Paper 002 Algorithm 1 with exactly ``len(noise_values)`` noisy count queries.
+    """Romanus and Molinari (2025), Algorithm 1, with exactly ``len(noise_values)`` queries.
 
     Query ``i`` asks ``c_i = #{s <= mid_i} + noise_values[i]`` at the midpoint of the
     current interval; ``c_i >= target`` keeps the lower half (``right <- mid``),

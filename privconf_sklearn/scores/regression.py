@@ -120,10 +120,11 @@ class RegressionScore(BaseConformityScore):
 class AbsoluteResidual(RegressionScore):
     """Absolute residual score ``|y - f(x)|`` (split conformal regression).
 
-    Lei et al. (2018); paper 004 Sec. 5 ("split CP"). The interval at threshold ``t`` is
-    ``[f(x) - t, f(x) + t]``: constant width ``2 t``. Reads ``estimator.predict``, which
-    must return shape ``(n_samples,)`` (or ``(n_samples, 1)``). The score is
-    non-negative, so public bounds ``(0, high)`` are natural.
+    Lei et al. (2018); Humbert et al. (2023), Sec. 5 ("split CP"). The interval at
+    threshold ``t`` is ``[f(x) - t, f(x) + t]``: constant width ``2 t``. Reads
+    ``estimator.predict``, which must return shape ``(n_samples,)`` (or
+    ``(n_samples, 1)``). The score is non-negative, so public bounds ``(0, high)`` are
+    natural.
 
     Examples
     --------
@@ -157,7 +158,7 @@ def _quantile_method(estimator) -> str:
 class CQR(RegressionScore):
     """Conformalized quantile regression score (Romano, Patterson and Candes 2019).
 
-    ``s(x, y) = max(q_lo(x) - y, y - q_hi(x))`` (paper 004 Sec. 5), where ``q_lo`` and
+    ``s(x, y) = max(q_lo(x) - y, y - q_hi(x))`` (Humbert et al. 2023, Sec. 5), where ``q_lo`` and
     ``q_hi`` are lower and upper quantile regressions, e.g. at levels ``alpha / 2`` and
     ``1 - alpha / 2``. The score is negative inside the band, so its public bounds
     usually have a negative lower end. The interval at threshold ``t`` is

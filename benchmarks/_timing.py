@@ -20,7 +20,7 @@ import tracemalloc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Rounds", "alternate", "load_average", "peak_memory"]
+__all__ = ["Rounds", "alternate", "best_time", "load_average", "peak_memory"]
 
 
 def load_average() -> str:
@@ -95,6 +95,24 @@ def alternate(
             if index >= warmup:
                 result.times[name].append(elapsed)
     return result
+
+
+def best_time(
+    function: Callable[[], object], repeats: int, before: Callable[[], object] | None = None
+) -> float:
+    """Best wall time of ``repeats`` calls of one function (``before`` runs untimed first).
+
+    For timings with no baseline to alternate with (e.g. a single cold call); compare
+    with a baseline through :func:`alternate`.
+    """
+    times = []
+    for _ in range(repeats):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def peak_memory(function: Callable[[], object]) -> int:

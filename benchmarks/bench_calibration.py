@@ -61,7 +61,7 @@ CASES = [
     ("SplitConformal", SplitConformal(), None),
     ("ExponQ (auto, cold)", ExponQ(epsilon=1.0), _clear_exponq),
     ("ExponQ (auto, warm)", ExponQ(epsilon=1.0), None),
-    ("ExponQ monotone (warm)", ExponQ(epsilon=1.0, monotone=True), None),
+    ("ExponQ monotone (warm)", ExponQ(epsilon=1.0, scaling="monotone"), None),
     ("P-COQS (rho = 0.5)", PCOQS(rho=0.5), None),
     ("P-COQS (rho = 0.5, cold)", PCOQS(rho=0.5), _clear_pcoqs),
     ("P-COQS inflated", PCOQS(rho=0.5, inflated=True), None),

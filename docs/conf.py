@@ -22,7 +22,15 @@ extensions = [
     "numpydoc",
 ]
 
-# The build must work without a network (CI has none): no intersphinx inventories.
+# The build and the built site work without a network (CI has none): no intersphinx
+# inventories, and the math renderer is bundled. MathJax 3.2.2's single-file TeX-to-SVG
+# component (all TeX extensions, fonts drawn as SVG paths, so no font files; Apache-2.0,
+# LICENSE beside it; from the npm package "mathjax" 3.2.2, file es5/tex-svg-full.js)
+# lives in _static/mathjax/ and is copied into the site. The menu is off: it would load
+# its accessibility extensions on demand from files that are not bundled.
+# tests/test_docs.py checks that no page loads a remote script or stylesheet.
+mathjax_path = "mathjax/tex-svg-full.js"
+mathjax3_config = {"options": {"enableMenu": False}}
 exclude_patterns = ["_build"]
 html_static_path = ["_static"]
 html_theme = "furo"

@@ -47,7 +47,7 @@ def mechanisms(epsilon: float) -> dict:
     """The private mechanisms compared at calibration budget ``epsilon``."""
     return {
         "ExponQ": ExponQ(epsilon=epsilon),
-        "ExponQ (monotone)": ExponQ(epsilon=epsilon, monotone=True),
+        "ExponQ (monotone)": ExponQ(epsilon=epsilon, scaling="monotone"),
         "P-COQS (epsilon, 1e-5)": PCOQS(epsilon=epsilon, delta=1e-5),
         "DP-APS (B = 20)": DPAPS(epsilon=epsilon),
     }

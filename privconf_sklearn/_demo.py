@@ -36,7 +36,7 @@ def demo_mechanisms(epsilon_cal: float):
     return [
         ("SplitConformal (non-private)", SplitConformal()),
         ("ExponQ", ExponQ(epsilon=epsilon_cal)),
-        ("ExponQ (monotone)", ExponQ(epsilon=epsilon_cal, monotone=True)),
+        ("ExponQ (monotone)", ExponQ(epsilon=epsilon_cal, scaling="monotone")),
         # Paper 002's setting rho = eps^2 / 2: zCDP, NOT eps-DP (the table prints both).
         (f"P-COQS (rho = {epsilon_cal**2 / 2:g})", PCOQS(rho=epsilon_cal**2 / 2)),
         ("P-COQS inflated", PCOQS(rho=epsilon_cal**2 / 2, inflated=True)),

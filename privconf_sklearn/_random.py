@@ -21,6 +21,7 @@ significance of the least significant bits for differential privacy", CCS 2012).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -70,8 +71,8 @@ class NoiseSource:
             Values ``(k + 1/2) / 2**53`` for uniform integers ``0 <= k < 2**53``;
             never exactly 0 or 1, and symmetric about 1/2.
         """
-        shape = (size,) if np.isscalar(size) else tuple(size)
-        count = int(np.prod(shape, dtype=np.int64))
+        shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
+        count = math.prod(int(length) for length in shape)
         words = self._random_words(count).astype(np.float64)
         return ((words + 0.5) / _TWO_POW_53).reshape(shape)
 

@@ -18,22 +18,38 @@
     the README, whose commands CI runs, or run an existing script of ``examples/``
     (which ``tests/test_examples.py`` runs).
 - Any other code-block language is refused, so no code can hide from the runner.
+- The built site works offline: no page loads a remote script, stylesheet, image or
+  font, and every page with math loads the bundled MathJax (``docs/_static/mathjax``);
+  where a headless Chromium is installed, the math is rendered to SVG with the network
+  off.
+- What users read (README, every docs page, the example scripts, the package's
+  docstrings and messages) cites no file outside the repository (``DESIGN.md``) and no
+  internal paper numbers ("paper 003": papers are named by authors and year), and the
+  code users copy (README and docs code, example scripts, docstring examples) imports
+  nothing private.
 
-The example scripts themselves are run by ``tests/test_examples.py``.
+The example scripts themselves are run by ``tests/test_examples.py``; the README's
+Python snippets by ``tests/test_readme.py``.
 """
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
+import importlib.util
+import os
 import pkgutil
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -98,8 +114,8 @@ def parse_blocks(text: str, path: Path) -> list[Block]:
                 )
             i += 1
             options = []
-            while i < len(lines) and _OPTION.match(lines[i]):
-                options.append(" ".join(_OPTION.match(lines[i]).groups()).strip())
+            while i < len(lines) and (option := _OPTION.match(lines[i])):
+                options.append(" ".join(option.groups()).strip())
                 i += 1
             body = []
             while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > indent):
@@ -324,3 +340,289 @@ def test_api_reference_documents_every_public_name(built_site):
         if not any(other is obj for other in by_name.get(name, ())):
             missing.append(f"{module}.{name}")
     assert not missing, f"public names missing from the API reference: {missing}"
+
+
+# ------------------------------------------------------------- offline site
+class _ResourceCollector(HTMLParser):
+    """The URLs a page loads by itself (scripts, stylesheets, images, media, frames)."""
+
+    LOADING = {
+        "script": ("src",),
+        "img": ("src", "srcset"),
+        "iframe": ("src",),
+        "embed": ("src",),
+        "object": ("data",),
+        "audio": ("src",),
+        "video": ("src", "poster"),
+        "source": ("src", "srcset"),
+        "track": ("src",),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        values = dict(attrs)
+        if tag == "link":
+            # a hyperlink relation (e.g. rel="author") loads nothing; these do
+            rel = set((values.get("rel") or "").lower().split())
+            if rel & {"stylesheet", "preload", "modulepreload", "icon", "manifest"}:
+                self.urls.append(values.get("href") or "")
+            return
+        for attribute in self.LOADING.get(tag, ()):
+            if values.get(attribute):
+                self.urls.append(values[attribute])
+
+
+_REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
+_CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])([^'")\s]+)""", re.I)
+
+
+def _remote_loads(output: Path) -> list[str]:
+    found = []
+    for page in output.rglob("*.html"):
+        collector = _ResourceCollector()
+        collector.feed(page.read_text(encoding="utf-8"))
+        found += [
+            f"{page.relative_to(output)}: {url}" for url in collector.urls if _REMOTE.match(url)
+        ]
+    for sheet in output.rglob("*.css"):
+        urls = _CSS_URL.findall(sheet.read_text(encoding="utf-8", errors="replace"))
+        found += [f"{sheet.relative_to(output)}: {url}" for url in urls if _REMOTE.match(url)]
+    return found
+
+
+def test_remote_load_detector_sees_scripts_styles_and_css_urls(tmp_path):
+    (tmp_path / "page.html").write_text(
+        '<link rel="stylesheet" href="https://cdn.example/a.css">'
+        '<link rel="author" href="https://example.org">'
+        '<script src="//cdn.example/b.js"></script><a href="https://example.org">x</a>'
+    )
+    (tmp_path / "style.css").write_text("@font-face { src: url('https://fonts.example/f.woff2') }")
+    found = _remote_loads(tmp_path)
+    assert len(found) == 3 and all("example/" in entry for entry in found), found
+
+
+def test_site_loads_nothing_remote(built_site):
+    """Every script, stylesheet, image and font of the site comes with the site."""
+    done, output = built_site
+    assert done.returncode == 0, done.stderr
+    assert not _remote_loads(output), _remote_loads(output)
+
+
+_MATH_MARKUP = re.compile(r'class="math[ "]')
+_MATHJAX_SCRIPT = re.compile(r'<script[^>]*src="([^"?]*mathjax/tex-svg-full\.js)[^"]*"')
+
+
+def _math_pages(output: Path) -> list[Path]:
+    return sorted(
+        page for page in output.rglob("*.html") if _MATH_MARKUP.search(page.read_text("utf-8"))
+    )
+
+
+def test_math_pages_load_the_bundled_renderer(built_site):
+    """Pages with math load MathJax from the site itself; the bundle needs no network.
+
+    The single-file TeX-to-SVG component carries every TeX extension and draws glyphs as
+    SVG paths, so it fetches no further component or font; with the menu off nothing
+    loads accessibility extensions on demand.
+    """
+    done, output = built_site
+    assert done.returncode == 0, done.stderr
+    pages = _math_pages(output)
+    assert len(pages) >= 5, "the user guide's mechanism pages have math"
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        script = _MATHJAX_SCRIPT.search(html)
+        assert script, f"{page.name} has math but does not load the bundled MathJax"
+        assert (page.parent / script.group(1)).resolve().is_file()
+        assert 'window.MathJax = {"options": {"enableMenu": false}}' in html, page.name
+    bundle = (output / "_static" / "mathjax" / "tex-svg-full.js").read_text(encoding="utf-8")
+    assert 'VERSION="3.2.2"' in bundle
+
+
+_CHROMIUM = next(
+    (path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None
+)
+
+
+@pytest.mark.skipif(_CHROMIUM is None, reason="needs a headless Chromium (Debian: chromium)")
+def test_math_renders_with_the_network_off(built_site, tmp_path):
+    """In a browser that can resolve no host, every formula becomes SVG, none an error."""
+    done, output = built_site
+    assert done.returncode == 0, done.stderr
+    for page in _math_pages(output):
+        expected = len(_MATH_MARKUP.findall(page.read_text(encoding="utf-8")))
+        rendered = subprocess.run(
+            [
+                _CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "HOME": str(tmp_path)},
+        ).stdout
+        containers = rendered.count("<mjx-container")
+        assert containers == expected, f"{page.name}: {containers} of {expected} rendered"
+        assert rendered.count("<svg") >= expected
+        body = re.sub(r"<style.*?</style>", "", rendered, flags=re.S)  # MathJax's own CSS
+        assert "merror" not in body and "data-mjx-error" not in body, page.name
+
+
+# ----------------------------------------------------------- what users read
+#: Text users read must not cite a file they do not have, nor the internal numbering
+#: of the papers (name them by authors and year).
+FORBIDDEN_IN_USER_TEXT = {
+    "a file outside the repository (DESIGN.md)": re.compile(r"DESIGN\.md"),
+    "an internal paper number (name the paper by authors and year)": re.compile(
+        r"\bpapers?[ _-]?0\d\d\b", re.IGNORECASE
+    ),
+}
+
+PACKAGE = ROOT / "privconf_sklearn"
+
+
+def _package_strings() -> Iterator[tuple[str, str]]:
+    """Every string literal of the package (docstrings and messages), with its place."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", node.value
+
+
+def _user_texts() -> Iterator[tuple[str, str]]:
+    """(place, text) of everything users read: README, docs pages, examples, package."""
+    pages = [
+        ROOT / "README.md",
+        *sorted(DOCS.rglob("*.rst")),
+        *sorted((ROOT / "examples").rglob("*.py")),
+    ]
+    for path in pages:
+        if "_build" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            yield f"{path.relative_to(ROOT)}:{number}", line
+    yield from _package_strings()
+
+
+def _forbidden_references(texts) -> list[str]:
+    return [
+        f"{place}: cites {what}: {match.group(0)!r}"
+        for place, text in texts
+        for what, pattern in FORBIDDEN_IN_USER_TEXT.items()
+        if (match := pattern.search(text))
+    ]
+
+
+def test_reference_scanner_finds_what_it_must():
+    texts = [("a", "see DESIGN.md correction 9"), ("b", "as in paper 003"), ("c", "Paper002")]
+    texts.append(("d", "Angelopoulos et al. (2022), Sec. 3"))
+    assert [entry[0] for entry in _forbidden_references(texts)] == ["a", "b", "c"]
+
+
+def test_user_facing_text_cites_no_private_file_or_paper_number():
+    found = _forbidden_references(_user_texts())
+    assert not found, "\n".join(found)
+
+
+def _imports_something_private(source: str) -> list[str]:
+    """The private privconf_sklearn modules or names a piece of code imports."""
+    tree = ast.parse(source)
+    private = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "privconf_sklearn":
+                continue
+            if any(part.startswith("_") for part in parts[1:]) or any(
+                name.startswith("_") for name in names
+            ):
+                private.append(f"{module}: {', '.join(names) or module}")
+    return private
+
+
+def _doctest_source(text: str) -> str:
+    examples = doctest.DocTestParser().get_examples(text)
+    return "".join(example.source for example in examples)
+
+
+def _user_code() -> Iterator[tuple[str, str]]:
+    """(place, source) of the code users copy: README, docs, examples, docstring examples."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for number, block in enumerate(re.findall(r"```python\n(.*?)```", readme, re.S), 1):
+        yield f"README.md python block {number}", block
+    for page in sorted(DOCS.rglob("*.rst")):
+        if "_build" in page.parts:
+            continue
+        for block in parse_blocks(page.read_text(encoding="utf-8"), page):
+            if block.kind == "python":
+                yield f"{page.relative_to(ROOT)}:{block.line}", block.source
+            elif block.kind == "doctest":
+                yield f"{page.relative_to(ROOT)}:{block.line}", _doctest_source(block.source)
+    for script in sorted((ROOT / "examples").rglob("*.py")):
+        yield str(script.relative_to(ROOT)), script.read_text(encoding="utf-8")
+    for place, text in _package_strings():
+        if ">>>" in text:
+            yield place, _doctest_source(text)
+
+
+def test_private_import_detector():
+    assert _imports_something_private("from privconf_sklearn._validation import x")
+    assert _imports_something_private("import privconf_sklearn.mechanisms._base")
+    assert _imports_something_private("from privconf_sklearn import _demo")
+    assert not _imports_something_private(
+        "from privconf_sklearn.mechanisms import ExponQ\nimport privconf_sklearn\n"
+        "from sklearn.utils._param_validation import Interval"
+    )
+
+
+def test_user_facing_code_imports_nothing_private():
+    found = [
+        f"{place}: imports {entry}"
+        for place, source in _user_code()
+        for entry in _imports_something_private(source)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_mutation_check_page_lists_every_mutant():
+    """The developer page's table names every mutant of tools/mutation_check.py."""
+    spec = importlib.util.spec_from_file_location(
+        "mutation_check", ROOT / "tools" / "mutation_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    page = (DOCS / "developer" / "mutation_check.rst").read_text(encoding="utf-8")
+    missing = [mutant.name for mutant in module.MUTANTS if f"``{mutant.name}``" not in page]
+    assert len(module.MUTANTS) >= 15 and not missing, missing
+    for mutant in module.MUTANTS:
+        source = (ROOT / mutant.path).read_text(encoding="utf-8")
+        assert all((ROOT / test).is_file() for test in mutant.tests), mutant.name
+        assert source.count(mutant.original) <= 1, f"{mutant.name}: ambiguous original"

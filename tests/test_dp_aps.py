@@ -1,11 +1,11 @@
-"""DP-APS (paper 003 Sec. 5): sensitivity, exact and audited privacy, coverage, bad input.
+"""DP-APS: sensitivity, exact privacy, automatic grid, feasibility, coverage, bad input.
 
 The released index ``b_hat`` is the first noisy cumulative count reaching ``k + lambda``
-with independent Laplace noises, so its distribution is available in closed form:
-``P(b_hat = b) = prod_{j<b} P(Z_j < t_j) * P(Z_b >= t_b)`` (``t_j = k + lambda - N_j``;
-``b = B`` takes the whole remaining mass). Privacy is checked exactly with it, and
-audited statistically from many runs of the sampler (Clopper-Pearson intervals on event
-frequencies), as an external auditor would.
+with independent Laplace noises, so its distribution is available in closed form
+(``DPAPS.threshold_distribution``, built on the mechanism's own Laplace primitive).
+Privacy is checked exactly with it on neighbouring score sets, and the sampler of
+``DPAPS.calibrate`` is checked against it with exact binomial tails, so a wrong noise
+scale in either path fails a test.
 """
 
 import itertools
@@ -21,15 +21,21 @@ from sklearn.base import clone
 from sklearn.naive_bayes import GaussianNB
 
 from privconf_sklearn import PrivateConformalClassifier
-from privconf_sklearn._random import NoiseSource
-from privconf_sklearn.mechanisms import DPAPS, InfeasibleCalibrationWarning
+from privconf_sklearn.mechanisms import (
+    DPAPS,
+    InfeasibleCalibrationWarning,
+    UninformativeCalibrationWarning,
+)
 from privconf_sklearn.mechanisms import dp_aps as dp_aps_module
 from privconf_sklearn.mechanisms.dp_aps import (
+    MAX_GRID_SIZE,
+    auto_n_bins,
+    certified_level,
     cumulative_counts,
     dp_aps_offset,
-    first_crossing,
 )
 
+from ._exact_tails import assert_counts_match
 from ._stats import FALSE_FAILURE, binomial_lower_limit
 
 
@@ -38,31 +44,23 @@ def rank(n, alpha):
     return math.ceil((n + 1) * (1 - Fraction(alpha)))
 
 
-def exact_log_probabilities(scores, alpha, epsilon, n_bins, beta=1e-3, scale=None):
-    """log P(b_hat = b), b = 1..B, in closed form (independent Laplace noises)."""
-    scores = np.asarray(scores, dtype=float)
-    counts = np.array([np.count_nonzero(scores <= b / n_bins) for b in range(1, n_bins + 1)])
-    target = rank(scores.shape[0], alpha) + dp_aps_offset(n_bins, epsilon, beta)
-    scale = n_bins / epsilon if scale is None else scale
-    gap = target - counts
-    log_miss = stats.laplace.logcdf(gap, scale=scale)  # P(Z < gap): not reached
-    log_reach = stats.laplace.logsf(gap, scale=scale)  # P(Z >= gap)
-    prefix = np.r_[0.0, np.cumsum(log_miss[:-1])]
-    log_p = prefix + log_reach
-    log_p[-1] = prefix[-1]
-    return log_p
-
-
 def neighbours(scores, rng):
     """Add/remove/replace neighbours, including the worst cases for cumulative counts."""
     return [
         np.r_[scores, 0.0],  # add below every grid point: every N_b + 1
-        np.r_[scores, 1.0],  # add at the top: only N_B + 1 (k may move)
+        np.r_[scores, 1.0],  # add at the top: only N_B + 1
         np.r_[scores, rng.uniform()],
         scores[1:],  # remove
         np.r_[scores[1:], 0.0],  # replace by the bottom score
         np.r_[scores[1:], 1.0],  # replace by the top score
     ]
+
+
+def _loss(mechanism, first, second, alpha):
+    values, p = mechanism.threshold_distribution(first, alpha)
+    values_prime, q = mechanism.threshold_distribution(second, alpha)
+    assert np.array_equal(values, values_prime)
+    return float(np.max(np.abs(p - q)))
 
 
 # -------------------------------------------------------------- sensitivity
@@ -77,13 +75,7 @@ def test_count_vector_l1_sensitivity_is_n_bins(n_bins):
             difference = np.abs(cumulative_counts(other, n_bins) - base)
             assert difference.max() <= 1  # each N_b moves by at most one
             worst = max(worst, int(difference.sum()))
-    # Adding a score at 0 moves every coordinate: the l1 sensitivity is exactly B.
-    assert worst == n_bins
-    scores = rng.uniform(size=30)
-    added = np.r_[scores, 0.0]
-    assert np.abs(cumulative_counts(added, n_bins) - cumulative_counts(scores, n_bins)).sum() == (
-        n_bins
-    )
+    assert worst == n_bins  # adding a score at 0 moves every coordinate
 
 
 def test_cumulative_counts_match_the_grid_test():
@@ -95,164 +87,97 @@ def test_cumulative_counts_match_the_grid_test():
         assert cumulative_counts(scores, n_bins).tolist() == expected
 
 
+def test_offset_is_the_laplace_union_bound():
+    """lambda = B log(B / beta) / epsilon: each |Z_b| > lambda has probability beta / B."""
+    n_bins, epsilon, beta = 20, 0.7, 1e-3
+    offset = dp_aps_offset(n_bins, epsilon, beta)
+    assert offset == pytest.approx(n_bins * math.log(n_bins / beta) / epsilon)
+    assert 2 * stats.laplace.sf(offset, scale=n_bins / epsilon) == pytest.approx(beta / n_bins)
+
+
 # ---------------------------------------------------------- exact privacy
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
 @pytest.mark.parametrize("n_bins", [2, 5, 20])
 @pytest.mark.parametrize("alpha", [0.1, 0.5])
-def test_exact_privacy_loss_on_neighbours(epsilon, n_bins, alpha):
+def test_exact_privacy_on_neighbours(epsilon, n_bins, alpha):
+    """Replace-one neighbours through the mechanism; add/remove at the parameters of n.
+
+    Under add/remove the grid, ``k`` and ``lambda`` are those of the public ``n``; the
+    worst case for the counts is a score added at 0 (every ``N_b`` moves): it is the
+    replacement of a top score by a bottom one below, at the same ``n``.
+    """
     rng = np.random.default_rng(int(100 * epsilon) + n_bins)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
     worst = 0.0
-    for n in (30, 300):
+    for n in (30, 300, 3000):
+        if not mechanism.coverage_certificate(n, alpha).feasible:
+            continue
         scores = rng.beta(2.0, 5.0, size=n)
-        base = exact_log_probabilities(scores, alpha, epsilon, n_bins)
+        _values, base = mechanism.threshold_distribution(scores, alpha)
         assert np.exp(base).sum() == pytest.approx(1.0)
-        for other in neighbours(scores, rng):
-            loss = np.abs(base - exact_log_probabilities(other, alpha, epsilon, n_bins))
-            worst = max(worst, float(loss.max()))
+        for other in (np.r_[scores[1:], 0.0], np.r_[scores[1:], 1.0], np.r_[1.0, scores[:-1]]):
+            worst = max(worst, _loss(mechanism, scores, other, alpha))
     assert worst <= epsilon * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
-def test_exact_privacy_at_the_worst_case_and_power(epsilon):
+def test_exact_privacy_at_the_worst_case(epsilon):
     """Every cumulative count sits at the noisy target; one replacement moves them all.
 
     The loss of the event {b_hat = B} is then (B - 1) epsilon / B, the largest any
-    output event reaches for this pair. With the noise scale halved (a 2 epsilon-DP
-    mechanism) the same pair exceeds epsilon: the check has power.
+    output event reaches for this pair: a mechanism whose noise is calibrated for
+    sensitivity 1 instead of B (scale 1 / epsilon) would lose about (B - 1) epsilon.
     """
-    n_bins, n, alpha = 4, 400, 0.5
+    n_bins, n, alpha = 4, 4000, 0.5
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
     target = rank(n, alpha) + dp_aps_offset(n_bins, epsilon, 1e-3)
     at_zero = math.ceil(target)  # every gap target - N_j <= 0: the Laplace left tail
     first = np.r_[np.zeros(at_zero), np.ones(n - at_zero)]
     second = np.r_[np.zeros(at_zero + 1), np.ones(n - at_zero - 1)]
-    loss = np.abs(
-        exact_log_probabilities(first, alpha, epsilon, n_bins)
-        - exact_log_probabilities(second, alpha, epsilon, n_bins)
-    ).max()
-    assert loss == pytest.approx(0.75 * epsilon) and loss <= epsilon
-    broken = np.abs(
-        exact_log_probabilities(first, alpha, epsilon, n_bins, scale=n_bins / (2 * epsilon))
-        - exact_log_probabilities(second, alpha, epsilon, n_bins, scale=n_bins / (2 * epsilon))
-    ).max()
-    assert broken > epsilon
+    assert _loss(mechanism, first, second, alpha) == pytest.approx(0.75 * epsilon, rel=1e-6)
 
 
-def test_sampler_matches_the_closed_form():
-    """Chi-square of 20000 runs of the mechanism's own sampling path against it."""
+@pytest.mark.parametrize("n_bins", ["auto", 5])
+def test_sampler_matches_the_exact_distribution(n_bins):
+    """20000 runs of DPAPS.calibrate against threshold_distribution (exact tails)."""
     scores = np.random.default_rng(1).beta(2.0, 5.0, size=300)
-    epsilon, n_bins, alpha = 2.0, 5, 0.3
-    expected = np.exp(exact_log_probabilities(scores, alpha, epsilon, n_bins))
-    indices = _sample_indices(scores, alpha, epsilon, n_bins, 20000, seed=2)
-    observed = np.bincount(indices, minlength=n_bins + 1)[1:]
-    keep = expected * 20000 >= 5
-    statistic = (((observed - 20000 * expected) ** 2) / (20000 * expected))[keep].sum()
-    assert observed[~keep].sum() <= binomial_upper_count(20000, expected[~keep].sum())
-    assert statistic <= stats.chi2.isf(FALSE_FAILURE, int(keep.sum()) - 1)
+    mechanism = DPAPS(epsilon=2.0, n_bins=n_bins)
+    values, log_p = mechanism.threshold_distribution(scores, 0.3)
+    noise = np.random.default_rng(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        thresholds = [
+            mechanism.calibrate(scores, 0.3, random_state=noise).threshold for _ in range(20000)
+        ]
+    index = np.searchsorted(values, thresholds)
+    assert np.array_equal(values[index], thresholds)
+    assert_counts_match(np.bincount(index, minlength=values.size), np.exp(log_p))
 
 
-def binomial_upper_count(trials, p):
-    return int(stats.binom.isf(FALSE_FAILURE, trials, p))
-
-
-def _sample_indices(scores, alpha, epsilon, n_bins, runs, seed, scale=None, beta=1e-3):
-    """Run DP-APS ``runs`` times, vectorised, through the mechanism's own functions."""
-    n = scores.shape[0]
-    target = rank(n, alpha) + dp_aps_offset(n_bins, epsilon, beta)
-    noise = NoiseSource(np.random.default_rng(seed))
-    scale = n_bins / epsilon if scale is None else scale
-    noisy = cumulative_counts(scores, n_bins) + noise.laplace(scale, (runs, n_bins))
-    return first_crossing(noisy, target)
-
-
-def test_vectorised_path_is_the_mechanism():
-    """calibrate() releases exactly first_crossing(counts + Laplace) / B for a seed."""
-    scores = np.random.default_rng(3).uniform(size=500)
-    for seed in range(20):
-        calibration = DPAPS(epsilon=2.0, n_bins=8).calibrate(scores, 0.2, random_state=seed)
-        index = _sample_indices(scores, 0.2, 2.0, 8, 1, seed)[0]
-        assert calibration.threshold == index / 8
-
-
-# ------------------------------------------------------- statistical audit
-def _clopper_pearson(count, trials, confidence_tail):
-    lower = stats.beta.ppf(confidence_tail, count, trials - count + 1) if count > 0 else 0.0
-    upper = stats.beta.isf(confidence_tail, count + 1, trials - count) if count < trials else 1.0
-    return lower, upper
-
-
-def audited_epsilon_lower_bound(first, second, alpha, epsilon, n_bins, runs, scale=None):
-    """Largest privacy loss certified by the runs: over events {b_hat = b}, both ways.
-
-    For each event S, ``log(lower CI of P_first(S) / upper CI of P_second(S))`` is a lower
-    bound on the privacy loss with confidence 1 - FALSE_FAILURE overall (union bound
-    over the 4 B one-sided Clopper-Pearson intervals).
-    """
-    counts = [
-        np.bincount(
-            _sample_indices(data, alpha, epsilon, n_bins, runs, seed, scale),
-            minlength=n_bins + 1,
-        )[1:]
-        for data, seed in ((first, 11), (second, 12))
-    ]
-    tail = FALSE_FAILURE / (4 * n_bins)
-    best = -math.inf
-    for a, b in ((0, 1), (1, 0)):
-        for event in range(n_bins):
-            p_low, _ = _clopper_pearson(int(counts[a][event]), runs, tail)
-            _, q_high = _clopper_pearson(int(counts[b][event]), runs, tail)
-            if p_low > 0:
-                best = max(best, math.log(p_low / q_high))
-    return best
-
-
-def test_statistical_privacy_audit_on_worst_case_neighbours():
-    """From 200000 runs on each neighbour, the certified loss stays below epsilon.
-
-    Worst case for the cumulative counts: all N_1..N_{B-1} exactly at the noisy target,
-    and one score replaced from the top of the range to the bottom, so that every count
-    moves by one (true loss of {b_hat = B}: 3 epsilon / 4 with B = 4). The same audit
-    flags a mechanism whose noise is calibrated for 2 epsilon.
-    """
-    epsilon, n_bins, n, alpha, runs = 1.0, 4, 2000, 0.5, 200000
-    target = rank(n, alpha) + dp_aps_offset(n_bins, epsilon, 1e-3)
-    at_zero = math.ceil(target)  # every gap target - N_j <= 0: the Laplace left tail
-    first = np.r_[np.zeros(at_zero), np.ones(n - at_zero)]
-    second = np.r_[np.zeros(at_zero + 1), np.ones(n - at_zero - 1)]
-    certified = audited_epsilon_lower_bound(first, second, alpha, epsilon, n_bins, runs)
-    assert certified <= epsilon
-    assert certified > 0.5 * epsilon  # the audit is sharp enough to see most of the loss
-    broken = audited_epsilon_lower_bound(
-        first, second, alpha, epsilon, n_bins, runs, scale=n_bins / (2 * epsilon)
-    )
-    assert broken > epsilon
-
-
-# ------------------------------------------------- certificate and details
-def test_details_keys_and_certificate_quantities():
+# ------------------------------------------------------ details, diagnostics
+def test_details_are_public_and_diagnostics_owner_only():
     scores = np.random.default_rng(4).beta(2.0, 5.0, size=3000)
     calibration = DPAPS(epsilon=1.0, n_bins=20, beta=1e-3).calibrate(scores, 0.1, random_state=0)
-    details = calibration.details
-    for key in (
-        "certificate_width",
-        "observed_inflation",
-        "grid_threshold",
+    details, owner = calibration.details, calibration.owner_diagnostics
+    assert set(details) == {
+        "rank",
         "offset",
         "n_bins",
         "beta",
-        "diagnostics_are_private",
-    ):
-        assert key in details
-    assert details["diagnostics_are_private"] is False
+        "target_count",
+        "certificate_rank",
+        "n_bins_auto",
+    }
+    assert set(owner) == {"grid_threshold", "certificate_width", "observed_inflation"}
     assert details["offset"] == pytest.approx(20 * math.log(20 / 1e-3) / 1.0)
-    assert (details["n_bins"], details["beta"]) == (20, 1e-3)
     k = rank(3000, 0.1)
     kth = np.sort(scores)[k - 1]
-    assert details["grid_threshold"] == math.ceil(kth * 20) / 20  # non-private t_{q(k)}
+    assert owner["grid_threshold"] == math.ceil(kth * 20) / 20  # non-private t_{q(k)}
     upper_rank = math.ceil(k + 2 * details["offset"])
     upper = 1.0 if upper_rank > 3000 else math.ceil(np.sort(scores)[upper_rank - 1] * 20) / 20
-    assert details["certificate_width"] == pytest.approx(upper - details["grid_threshold"])
-    assert details["observed_inflation"] == pytest.approx(
-        calibration.threshold - details["grid_threshold"]
+    assert owner["certificate_width"] == pytest.approx(upper - owner["grid_threshold"])
+    assert owner["observed_inflation"] == pytest.approx(
+        calibration.threshold - owner["grid_threshold"]
     )
     assert "not covered" in calibration.privacy.description
     assert "NOT covered by epsilon" in DPAPS.__doc__
@@ -264,7 +189,7 @@ def test_certificate_width_is_nonincreasing_in_epsilon():
     widths = [
         DPAPS(epsilon=epsilon, n_bins=25)
         .calibrate(scores, 0.2, random_state=0)
-        .details["certificate_width"]
+        .owner_diagnostics["certificate_width"]
         for epsilon in (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     ]
     assert all(a >= b for a, b in itertools.pairwise(widths))
@@ -280,51 +205,127 @@ def test_threshold_lies_in_the_certificate_interval():
     noise = np.random.default_rng(7)
     inside = 0
     for _ in range(runs):
-        details = mechanism.calibrate(scores, 0.1, random_state=noise).details
-        inside += 0.0 <= details["observed_inflation"] <= details["certificate_width"] + 1e-12
+        owner = mechanism.calibrate(scores, 0.1, random_state=noise).owner_diagnostics
+        inside += 0.0 <= owner["observed_inflation"] <= owner["certificate_width"] + 1e-12
     assert inside >= binomial_lower_limit(runs, 1 - beta)
 
 
+# ------------------------------------------------------------- the grid size
+@pytest.mark.parametrize(
+    ("n", "alpha", "epsilon"),
+    [(2400, 0.1, 1.0), (539, 0.1, 1.0), (10**5, 0.05, 0.5), (300, 0.2, 4.0)],
+)
+@pytest.mark.parametrize("beta", [1e-3, 0.05])
+def test_auto_grid_minimises_the_certified_level(n, alpha, epsilon, beta):
+    """Brute force over every feasible B: the automatic B is the best one."""
+    chosen = auto_n_bins(n, alpha, epsilon, beta)
+    bins = np.arange(2, 5000)
+    feasible = bins[rank(n, alpha) + bins * np.log(bins / beta) / epsilon <= n]
+    levels = certified_level(n, alpha, epsilon, beta, feasible)
+    assert chosen == feasible[np.argmin(levels)]
+    assert DPAPS(epsilon=epsilon, beta=beta).resolve_n_bins(n, alpha) == chosen
+
+
+def test_auto_grid_is_deterministic_public_and_cached():
+    auto_n_bins.cache_clear()
+    first = auto_n_bins(2400, 0.1, 1.0, 1e-3)
+    assert auto_n_bins(2400, 0.1, 1.0, 1e-3) == first == 11
+    assert auto_n_bins.cache_info().hits == 1
+    # It grows like sqrt(n epsilon / log B).
+    sizes = [auto_n_bins(n, 0.1, 1.0, 1e-3) for n in (10**3, 10**4, 10**5, 10**6)]
+    assert sizes == sorted(sizes) and 2.5 < sizes[-1] / sizes[-2] < 3.5
+
+
+def test_auto_grid_certifies_a_lower_level_than_the_papers():
+    for n in (2400, 10**4, 10**5):
+        auto = auto_n_bins(n, 0.1, 1.0, 1e-3)
+        assert certified_level(n, 0.1, 1.0, 1e-3, auto) < certified_level(n, 0.1, 1.0, 1e-3, 20)
+
+
+def test_default_grid_is_auto_and_papers_grid_is_available():
+    assert DPAPS(1.0).get_params()["n_bins"] == "auto"
+    calibration = DPAPS(1.0, n_bins=20).calibrate(
+        np.random.default_rng(0).uniform(size=5000), 0.1, random_state=0
+    )
+    assert calibration.details["n_bins"] == 20 and not calibration.details["n_bins_auto"]
+
+
 # ---------------------------------------------------------- feasibility
-@pytest.mark.parametrize(("n", "alpha"), [(5, 0.1), (9, 0.1), (18, 0.05), (19, 0.05)])
-def test_unreachable_rank_is_infeasible_without_reading_data(n, alpha, monkeypatch):
+def _assert_infeasible_without_reading(mechanism, n, alpha, monkeypatch, match):
     reads = []
     original = dp_aps_module.cumulative_counts
+    # Instrumentation: no public hook tells whether the data were read.
     monkeypatch.setattr(
         dp_aps_module, "cumulative_counts", lambda s, b: reads.append(1) or original(s, b)
     )
-    mechanism = DPAPS(epsilon=1.0)
     certificate = mechanism.coverage_certificate(n, alpha)
-    scores = np.linspace(0, 1, n)
-    k = rank(n, alpha)
-    assert certificate.feasible == (k <= n)
-    if certificate.feasible:
-        assert mechanism.calibrate(scores, alpha, random_state=0).feasible
-        assert reads == [1]
-        return
-    with pytest.warns(InfeasibleCalibrationWarning):
-        calibration = mechanism.calibrate(scores, alpha, random_state=0)
-    assert (calibration.feasible, calibration.threshold) == (False, 1.0)
+    assert not certificate.feasible
+    with pytest.warns(InfeasibleCalibrationWarning, match=match):
+        calibration = mechanism.calibrate(np.linspace(0, 1, n), alpha, random_state=0)
+    assert (calibration.feasible, calibration.informative, calibration.threshold) == (
+        False,
+        False,
+        1.0,
+    )
     assert calibration.privacy.epsilon == 0.0
     assert reads == []
     assert calibration.reason == certificate.reason
-    assert calibration.details["certificate_width"] is None
-    assert calibration.details["diagnostics_are_private"] is True
+    assert calibration.owner_diagnostics == {}
 
 
-@pytest.mark.parametrize(("n", "alpha"), [(20, 0.1), (200, 0.2), (2400, 0.1), (10000, 0.01)])
+@pytest.mark.parametrize(("n", "alpha"), [(5, 0.1), (18, 0.05)])
+def test_unreachable_rank_is_infeasible_without_reading_data(n, alpha, monkeypatch):
+    assert rank(n, alpha) > n
+    _assert_infeasible_without_reading(DPAPS(epsilon=1.0), n, alpha, monkeypatch, "exceeds n")
+
+
+@pytest.mark.parametrize(("n_bins", "n"), [(20, 1000), (20, 1998), ("auto", 100)])
+def test_counts_that_cannot_cross_are_infeasible(n_bins, n, monkeypatch):
+    """k <= n but k + lambda > n: the noisy counts would essentially never cross."""
+    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins)
+    assert rank(n, 0.1) <= n
+    _assert_infeasible_without_reading(mechanism, n, 0.1, monkeypatch, "never reach")
+
+
+@pytest.mark.parametrize("n_bins", ["auto", 20])
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("alpha", [0.05, 0.1])
+def test_min_informative_samples_is_the_feasibility_boundary(n_bins, epsilon, alpha):
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    n = mechanism.min_informative_samples(alpha)
+    assert mechanism.coverage_certificate(n, alpha).feasible
+    assert not mechanism.coverage_certificate(n - 1, alpha).feasible
+    size = 2 if n_bins == "auto" else n_bins
+    assert rank(n, alpha) + dp_aps_offset(size, epsilon, 1e-3) <= n
+    assert rank(n - 1, alpha) + dp_aps_offset(size, epsilon, 1e-3) > n - 1
+
+
+def test_no_crossing_warns_and_is_not_informative():
+    """Feasible, but every score at the top: no noisy count below t_B reaches the target."""
+    with pytest.warns(UninformativeCalibrationWarning, match="no noisy cumulative count"):
+        calibration = DPAPS(epsilon=1.0).calibrate(np.ones(3000), 0.1, random_state=0)
+    assert calibration.feasible and not calibration.informative
+    assert "no noisy cumulative count" in calibration.reason
+
+
+@pytest.mark.parametrize(("n", "alpha"), [(500, 0.2), (2400, 0.1), (10000, 0.01)])
 @pytest.mark.parametrize("beta", [1e-3, 0.05])
-def test_certificate_is_what_calibrate_returns(n, alpha, beta):
-    mechanism = DPAPS(epsilon=1.0, n_bins=10, beta=beta)
+@pytest.mark.parametrize("n_bins", ["auto", 10])
+def test_certificate_is_what_calibrate_returns(n, alpha, beta, n_bins):
+    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins, beta=beta)
     certificate = mechanism.coverage_certificate(n, alpha)
-    calibration = mechanism.calibrate(
-        np.random.default_rng(0).uniform(size=n), alpha, random_state=0
-    )
+    with warnings.catch_warnings():
+        # Uniform scores: the target level often falls in the top grid cell.
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        calibration = mechanism.calibrate(
+            np.random.default_rng(0).uniform(size=n), alpha, random_state=0
+        )
     assert certificate.feasible and calibration.feasible
     assert calibration.coverage_lower_bound == certificate.lower_bound
     assert calibration.lower_bound_confidence == certificate.confidence == 1.0
     assert certificate.lower_bound == pytest.approx(rank(n, alpha) / (n + 1) - beta)
     assert certificate.lower_bound >= (1 - alpha) - beta  # Theorem 5.1's L(c)
+    assert calibration.privacy == mechanism.privacy_guarantee()
 
 
 # ------------------------------------------------------------- coverage
@@ -340,17 +341,15 @@ class GridTiedScores:
         return np.ceil(rng.beta(2.0, 2.0, size=n) * 40) / 40
 
 
-#: (n, alpha, epsilon, n_bins, runs), chosen so that k + lambda stays below the count at
-#: t_{B-1} for these scores: the threshold is then usually below 1 and the check is not
-#: vacuous (at n = 200, alpha = 0.05 no grid makes it informative: k + lambda > n).
+#: (n, alpha, epsilon, n_bins, runs).
 SETTINGS = [
+    (200, 0.2, 8.0, "auto", 3000),
     (200, 0.1, 8.0, 10, 3000),
-    (200, 0.2, 8.0, 10, 3000),
-    (2400, 0.05, 4.0, 20, 1500),
-    (2400, 0.1, 1.0, 10, 1500),
+    (2400, 0.05, 4.0, "auto", 1500),
+    (2400, 0.1, 1.0, "auto", 1500),
     (2400, 0.2, 1.0, 10, 1500),
     (10000, 0.05, 1.0, 20, 600),
-    (10000, 0.1, 1.0, 20, 600),
+    (10000, 0.1, 1.0, "auto", 600),
     (10000, 0.2, 1.0, 20, 600),
 ]
 
@@ -359,18 +358,31 @@ SETTINGS = [
 @pytest.mark.parametrize(("n", "alpha", "epsilon", "n_bins", "runs"), SETTINGS)
 @pytest.mark.parametrize("distribution", [BetaScores(), GridTiedScores()], ids=["beta", "grid"])
 def test_monte_carlo_coverage(distribution, n, alpha, epsilon, n_bins, runs):
-    """Covered runs ~ Binomial(runs, P(cover)) with P(cover) >= k / (n + 1) - beta."""
+    """Covered runs ~ Binomial(runs, P(cover)) with P(cover) >= k / (n + 1) - beta.
+
+    The check is not vacuous: given the calibration sets, the informative runs (threshold
+    below 1) are independent Bernoulli(p_i) with p_i exact from threshold_distribution;
+    their number is at least sum p_i - sqrt(runs log(1 / 1e-7) / 2) except with
+    probability 1e-7 (Hoeffding), and the p_i average above one half.
+    """
     mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
     certificate = mechanism.coverage_certificate(n, alpha)
+    assert certificate.feasible
     rng, noise = np.random.default_rng(n + int(100 * alpha)), np.random.default_rng(1)
     covered = below_top = 0
-    for _ in range(runs):
-        scores = distribution.sample(rng, n + 1)
-        threshold = mechanism.calibrate(scores[:n], alpha, random_state=noise).threshold
-        covered += scores[n] <= threshold
-        below_top += threshold < 1.0
+    expected_below_top = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        for _ in range(runs):
+            scores = distribution.sample(rng, n + 1)
+            threshold = mechanism.calibrate(scores[:n], alpha, random_state=noise).threshold
+            covered += scores[n] <= threshold
+            below_top += threshold < 1.0
+            values, log_p = mechanism.threshold_distribution(scores[:n], alpha)
+            expected_below_top += float(np.exp(log_p[values < 1.0]).sum())
     assert covered >= binomial_lower_limit(runs, certificate.lower_bound)
-    assert below_top >= runs // 2  # the thresholds were informative in most runs
+    assert expected_below_top > runs / 2
+    assert below_top >= expected_below_top - math.sqrt(runs * math.log(1 / FALSE_FAILURE) / 2)
 
 
 # ------------------------------------------------------------ estimator
@@ -398,30 +410,39 @@ def test_plugs_into_the_classifier_and_spends_epsilon():
 
 # ------------------------------------------------------------ bad input
 @pytest.mark.parametrize(
-    ("params", "match"),
+    ("params", "error", "match"),
     [
-        ({"epsilon": 0.0}, "epsilon"),
-        ({"epsilon": -1.0}, "epsilon"),
-        ({"epsilon": math.inf}, "epsilon"),
-        ({"epsilon": None}, "epsilon"),
-        ({"n_bins": 1}, "n_bins"),
-        ({"n_bins": 0}, "n_bins"),
-        ({"n_bins": 10.0}, "n_bins"),
-        ({"n_bins": True}, "n_bins"),
-        ({"n_bins": "auto"}, "n_bins"),
-        ({"beta": 0.0}, "beta"),
-        ({"beta": 1.0}, "beta"),
-        ({"beta": -0.5}, "beta"),
-        ({"beta": math.nan}, "beta"),
+        ({"epsilon": 0.0}, ValueError, "epsilon"),
+        ({"epsilon": -1.0}, ValueError, "epsilon"),
+        ({"epsilon": math.inf}, ValueError, "epsilon"),
+        ({"epsilon": 10**400}, ValueError, "epsilon"),
+        ({"epsilon": None}, TypeError, "epsilon"),
+        ({"epsilon": 1.0, "n_bins": 1}, ValueError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": 0}, ValueError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": 10**9}, ValueError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": MAX_GRID_SIZE + 1}, ValueError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": 10.0}, TypeError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": True}, TypeError, "n_bins"),
+        ({"epsilon": 1.0, "n_bins": "many"}, ValueError, "n_bins"),
+        ({"epsilon": 1.0, "beta": 0.0}, ValueError, "beta"),
+        ({"epsilon": 1.0, "beta": 1.0}, ValueError, "beta"),
+        ({"epsilon": 1.0, "beta": -0.5}, ValueError, "beta"),
+        ({"epsilon": 1.0, "beta": math.nan}, ValueError, "beta"),
     ],
 )
-def test_bad_parameters_are_rejected_by_name(params, match):
+def test_bad_parameters_are_rejected_by_name(params, error, match):
     mechanism = DPAPS(**params)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(error, match=f"DPAPS: {match}"):
             mechanism.calibrate(np.linspace(0, 1, 100), 0.1, random_state=0)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         mechanism.privacy_guarantee()
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         mechanism.coverage_certificate(100, 0.1)
+
+
+def test_epsilon_has_no_default():
+    with pytest.raises(TypeError, match="epsilon"):
+        DPAPS()
+    assert repr(DPAPS(1.0)) == "DPAPS(epsilon=1.0)"

@@ -1,162 +1,179 @@
 """Exact privacy of ExponQ: the full output distribution on neighbouring score sets.
 
-The output of the mechanism is a bin edge drawn from ``quantile_log_probabilities``;
-its distribution can be computed exactly, so the privacy loss is checked exactly (max
-log ratio over outputs) rather than estimated. The sampler is then checked against
-that distribution by a chi-square test.
+The released threshold is a bin edge whose distribution is computed exactly
+(``ExponQ.threshold_distribution``, or ``quantile_log_probabilities`` at a fixed level),
+so the privacy loss is checked exactly (max log-ratio over outputs), for every scaling,
+under both adjacencies, with small ``n``, levels near 1/2 and near 1, ties and scores
+exactly on bin edges. Under add/remove adjacency the level and the bins stay those of
+the public ``n`` (see the user guide): the check holds them fixed. The sampler is then
+checked against the exact distribution with exact binomial tails.
 """
+
+import warnings
 
 import numpy as np
 import pytest
-from scipy.stats import chi2
 
-from privconf_sklearn.mechanisms import ExponQ
+from privconf_sklearn.mechanisms import ExponQ, UninformativeCalibrationWarning
 from privconf_sklearn.mechanisms.expon_q import (
+    SCALINGS,
     bin_counts,
-    exponq_parameters,
     quantile_log_probabilities,
 )
 
-from ._stats import FALSE_FAILURE
+from ._exact_tails import assert_counts_match
 
-LEVELS = [0.5, 0.6, 0.75, 0.9, 0.95, 0.99]
+LEVELS = [0.01, 0.2, 0.5, 0.5001, 0.6, 0.75, 0.9, 0.95, 0.99, 0.999]
 EPSILONS = [0.1, 1.0, 5.0]
 
 
-def _log_probabilities(scores, n_bins, q, epsilon, monotone=False):
-    return quantile_log_probabilities(
-        bin_counts(np.asarray(scores, dtype=float), n_bins),
-        q,
-        epsilon,
-        scaling="monotone" if monotone else "paper",
-    )
+def _log_probabilities(scores, n_bins, q, epsilon, scaling):
+    counts = bin_counts(np.asarray(scores, dtype=float), n_bins)
+    return quantile_log_probabilities(counts, q, epsilon, scaling=scaling)
 
 
-def _random_scores(rng, n, tied):
-    if tied:
+def _random_scores(rng, n, n_bins, kind):
+    if kind == "ties":
         return rng.choice([0.0, 0.2, 0.2, 0.5, 0.9, 1.0], size=n)
+    if kind == "edges":  # every score exactly on a bin edge
+        return rng.integers(n_bins + 1, size=n) / n_bins
     return rng.beta(2.0, 5.0, size=n)
 
 
-def _neighbours(rng, scores, kind):
-    """A neighbouring data set: add, remove or replace one score (worst cases included)."""
-    extreme = rng.choice([0.0, 1.0, rng.uniform()])
+def _neighbour(rng, scores, n_bins, kind):
+    """Add, remove or replace one score; the new score is often extreme or on an edge."""
+    new = rng.choice([0.0, 1.0, rng.integers(n_bins + 1) / n_bins, rng.uniform()])
     if kind == "add":
-        return np.append(scores, extreme)
+        return np.append(scores, new)
     if kind == "remove":
         return np.delete(scores, rng.integers(scores.shape[0]))
     replaced = scores.copy()
-    replaced[rng.integers(scores.shape[0])] = extreme
+    replaced[rng.integers(scores.shape[0])] = new
     return replaced
 
 
-def _max_privacy_loss(rng, kinds, monotone, n_trials=40):
+def _max_privacy_loss(rng, scaling, kinds, n_trials=30):
     worst = 0.0
     for q in LEVELS:
         for epsilon in EPSILONS:
             for _ in range(n_trials):
-                n = int(rng.choice([1, 2, 5, 50, 400]))
+                n = int(rng.choice([1, 2, 3, 5, 50, 400]))
                 n_bins = int(rng.choice([2, 7, 50, 300]))
-                scores = _random_scores(rng, n, tied=bool(rng.integers(2)))
-                neighbour = _neighbours(rng, scores, kinds[rng.integers(len(kinds))])
+                data = rng.choice(["continuous", "ties", "edges"])
+                scores = _random_scores(rng, n, n_bins, data)
+                neighbour = _neighbour(rng, scores, n_bins, kinds[rng.integers(len(kinds))])
                 if neighbour.size == 0:
                     continue
-                p = _log_probabilities(scores, n_bins, q, epsilon, monotone)
-                p_prime = _log_probabilities(neighbour, n_bins, q, epsilon, monotone)
+                p = _log_probabilities(scores, n_bins, q, epsilon, scaling)
+                p_prime = _log_probabilities(neighbour, n_bins, q, epsilon, scaling)
                 worst = max(worst, float(np.max(np.abs(p - p_prime))) / epsilon)
     return worst
 
 
-def test_standard_scaling_is_epsilon_dp_under_add_remove_and_replace():
-    """Max |log P(D) - log P(D')| <= epsilon for q in [0.5, 0.99], any neighbour."""
-    rng = np.random.default_rng(0)
-    worst_ratio = _max_privacy_loss(rng, ["add", "remove", "replace"], monotone=False)
-    assert worst_ratio <= 1.0 + 1e-9
+@pytest.mark.parametrize("scaling", ["tight", "paper"])
+@pytest.mark.parametrize("kinds", [("replace",), ("add", "remove")], ids=["replace", "add-remove"])
+def test_both_adjacencies_are_epsilon_dp(scaling, kinds):
+    """Max |log P(D) - log P(D')| <= epsilon for q in (0, 1), any neighbour."""
+    rng = np.random.default_rng(len(kinds) + 10 * SCALINGS.index(scaling))
+    assert _max_privacy_loss(rng, scaling, kinds) <= 1.0 + 1e-9
 
 
 def test_monotone_scaling_is_epsilon_dp_under_add_remove():
     rng = np.random.default_rng(1)
-    worst_ratio = _max_privacy_loss(rng, ["add", "remove"], monotone=True)
-    assert worst_ratio <= 1.0 + 1e-9
+    assert _max_privacy_loss(rng, "monotone", ("add", "remove")) <= 1.0 + 1e-9
 
 
 def test_monotone_scaling_is_only_two_epsilon_under_replace_one():
     """Documented caveat: replace-one moves utilities both ways, so 2 epsilon is the bound."""
     rng = np.random.default_rng(2)
-    worst_ratio = _max_privacy_loss(rng, ["replace"], monotone=True)
-    assert 1.0 < worst_ratio <= 2.0 + 1e-9
+    assert 1.0 < _max_privacy_loss(rng, "monotone", ("replace",)) <= 2.0 + 1e-9
+
+
+@pytest.mark.parametrize("q", [0.5, 0.7, 0.9, 0.99])
+def test_tight_loss_reaches_epsilon_under_replace_one(q):
+    """The extremal pair: every score on the first edge, one moved to the top edge.
+
+    Edge 1 carries almost all the mass and its utility falls by q; the top edge's rises
+    by 1 - q: the loss there is q + (1 - q) = 1 times epsilon, up to the normaliser's
+    vanishing remainder. A mechanism spending 2 epsilon would fail the checks above.
+    """
+    epsilon, n_bins = 1.0, 3
+    scores = np.full(5000, 1 / 3)
+    moved = np.r_[scores[1:], 1.0]
+    loss = np.max(
+        np.abs(
+            _log_probabilities(scores, n_bins, q, epsilon, "tight")
+            - _log_probabilities(moved, n_bins, q, epsilon, "tight")
+        )
+    )
+    assert loss == pytest.approx(epsilon, rel=1e-9)
 
 
 def test_printed_algorithm_without_sensitivity_would_leak():
-    """Correction 1: exp(-eps/2 * w) (no Delta_q) exceeds epsilon; ours does not."""
+    """exp(-eps/2 * w) (no Delta_q, as printed) exceeds epsilon; ours does not."""
     scores = np.full(200, 0.5)
     neighbour = np.append(scores, 1.0)  # raises #{[s] > e_j} for every edge below 1
     q, epsilon, n_bins = 0.9, 1.0, 20
 
-    def counts_loss(scale):
+    def printed_loss():
         losses = []
         for data in (scores, neighbour):
             counts = bin_counts(data, n_bins).astype(float)
             cumulative = np.cumsum(counts)
             w = np.maximum((cumulative - counts) / q, (cumulative[-1] - cumulative) / (1 - q))
-            log_w = -scale * w
+            log_w = -epsilon / 2 * w
             losses.append(log_w - np.logaddexp.reduce(log_w))
         return float(np.max(np.abs(losses[0] - losses[1])))
 
-    assert counts_loss(epsilon / 2) > 3 * epsilon  # the printed Algorithm 2
-    corrected = _log_probabilities(scores, n_bins, q, epsilon)
-    corrected_prime = _log_probabilities(neighbour, n_bins, q, epsilon)
-    assert np.max(np.abs(corrected - corrected_prime)) <= epsilon + 1e-9
+    assert printed_loss() > 3 * epsilon
+    for scaling in SCALINGS:
+        ours = _log_probabilities(scores, n_bins, q, epsilon, scaling)
+        ours_prime = _log_probabilities(neighbour, n_bins, q, epsilon, scaling)
+        assert np.max(np.abs(ours - ours_prime)) <= epsilon + 1e-9
 
 
-@pytest.mark.parametrize("n", [100, 300, 600, 1000, 2400])
-def test_full_mechanism_privacy_including_small_n(n):
-    """Correction 7: at small n the public code leaked up to 5e10; ours stays within eps.
+@pytest.mark.parametrize("scaling", SCALINGS)
+@pytest.mark.parametrize(
+    ("n", "alpha"), [(60, 0.1), (100, 0.1), (300, 0.1), (1000, 0.1), (2400, 0.1), (500, 0.45)]
+)
+def test_full_mechanism_is_epsilon_dp_under_replace_one(n, alpha, scaling):
+    """ExponQ.threshold_distribution on replace-one neighbours (the level from public n).
 
-    With q~ and m derived from the public n (and held fixed across the neighbours), the
-    released distribution is checked exactly; an infeasible level releases the constant
-    top of the range (zero privacy loss).
+    Monotone is checked at 2 epsilon (its replace-one guarantee). An infeasible level
+    releases the constant top of the range (zero privacy loss).
     """
-    epsilon, alpha = 1.0, 0.1
-    n_bins, _, level = exponq_parameters(n, alpha, epsilon)
-    rng = np.random.default_rng(n)
-    mechanism = ExponQ(epsilon=epsilon)
-    if n_bins is None:
-        with pytest.warns(UserWarning, match="q~"):
-            first = mechanism.calibrate(rng.uniform(size=n), alpha, random_state=0)
-        with pytest.warns(UserWarning, match="q~"):
-            second = mechanism.calibrate(np.zeros(n), alpha, random_state=1)
-        assert first.threshold == second.threshold == 1.0
-        assert first.privacy.epsilon == second.privacy.epsilon == 0.0
-        return
-    for _ in range(30):
-        scores = _random_scores(rng, n, tied=bool(rng.integers(2)))
-        for kind in ("add", "remove", "replace"):
-            neighbour = _neighbours(rng, scores, kind)
-            p = _log_probabilities(scores, n_bins, level, epsilon)
-            p_prime = _log_probabilities(neighbour, n_bins, level, epsilon)
-            assert np.max(np.abs(p - p_prime)) <= epsilon + 1e-9
+    epsilon = 1.0
+    mechanism = ExponQ(epsilon=epsilon, scaling=scaling)
+    bound = epsilon * (2.0 if scaling == "monotone" else 1.0)
+    rng = np.random.default_rng(n + int(100 * alpha))
+    n_bins = mechanism.resolve_parameters(n, alpha)[0] or 10
+    for _ in range(25):
+        scores = _random_scores(rng, n, n_bins, rng.choice(["continuous", "ties", "edges"]))
+        neighbour = _neighbour(rng, scores, n_bins, "replace")
+        values, p = mechanism.threshold_distribution(scores, alpha)
+        values_prime, p_prime = mechanism.threshold_distribution(neighbour, alpha)
+        assert np.array_equal(values, values_prime)
+        assert np.max(np.abs(p - p_prime)) <= bound + 1e-9
+    if mechanism.resolve_parameters(n, alpha)[0] is None:
+        assert values.tolist() == [1.0] and p.tolist() == [0.0]
 
 
-@pytest.mark.parametrize("monotone", [False, True])
-def test_sampler_matches_exact_distribution(monotone):
-    """Chi-square goodness of fit of ExponQ.calibrate's outputs to the exact distribution."""
-    rng = np.random.default_rng(5)
-    scores = rng.beta(5.0, 2.0, size=1000)
-    mechanism = ExponQ(epsilon=0.5, n_bins=40, gamma=0.1, monotone=monotone)
-    n_bins, _, level = mechanism.resolve_parameters(scores.size, 0.1)
-    expected = np.exp(_log_probabilities(scores, n_bins, level, mechanism.epsilon, monotone))
-    draws = 8000
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_sampler_matches_exact_distribution(scaling):
+    """ExponQ.calibrate's outputs against threshold_distribution, exact binomial tails."""
+    scores = np.random.default_rng(5).beta(5.0, 2.0, size=1000)
+    mechanism = ExponQ(epsilon=0.5, n_bins=40, gamma=0.1, scaling=scaling)
+    values, log_p = mechanism.threshold_distribution(scores, 0.1)
     generator = np.random.default_rng(6)
-    edges = np.array(
-        [mechanism.calibrate(scores, 0.1, random_state=generator).threshold for _ in range(draws)]
-    )
-    index = np.rint(edges * n_bins).astype(int) - 1
-    observed = np.bincount(index, minlength=n_bins)
-    # Pool outputs with small expected counts into one cell.
-    big = expected * draws >= 5
-    obs = np.r_[observed[big], observed[~big].sum()]
-    exp = np.r_[expected[big], expected[~big].sum()] * draws
-    keep = exp > 0
-    statistic = float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum())
-    assert statistic <= chi2.isf(FALSE_FAILURE, df=int(keep.sum()) - 1)
+    draws = 6000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)  # top-edge draws
+        thresholds = np.array(
+            [
+                mechanism.calibrate(scores, 0.1, random_state=generator).threshold
+                for _ in range(draws)
+            ]
+        )
+    index = np.searchsorted(values, thresholds)
+    assert np.array_equal(values[index], thresholds)  # every release is an edge
+    assert_counts_match(np.bincount(index, minlength=values.size), np.exp(log_p))

@@ -1,4 +1,4 @@
-"""P-COQS (paper 002): privacy accounting, exact small-N privacy, coverage, bad input.
+"""P-COQS (Romanus and Molinari 2025): privacy accounting, exact small-N privacy, coverage.
 
 Privacy is checked three ways: (1) instrumentation: the count queries and the noise
 draws are recorded, so the number of queries, the noise standard deviation and the
@@ -24,13 +24,21 @@ from sklearn.base import clone
 from sklearn.naive_bayes import GaussianNB
 
 from privconf_sklearn import PrivateConformalClassifier
-from privconf_sklearn._random import NoiseSource
-from privconf_sklearn.mechanisms import PCOQS, InfeasibleCalibrationWarning
-from privconf_sklearn.mechanisms import pcoqs as pcoqs_module
-from privconf_sklearn.mechanisms.pcoqs import noisy_binary_search, query_count
-from privconf_sklearn.privacy._conversions import gaussian_delta
 
-from ._stats import FALSE_FAILURE, binomial_lower_limit, binomial_upper_limit
+# NoiseSource is the private randomness layer; subclassing it is the only way to record
+# the noise draws a mechanism makes.
+from privconf_sklearn._random import NoiseSource
+from privconf_sklearn.mechanisms import (
+    PCOQS,
+    InfeasibleCalibrationWarning,
+    UninformativeCalibrationWarning,
+)
+from privconf_sklearn.mechanisms import pcoqs as pcoqs_module
+from privconf_sklearn.mechanisms.pcoqs import query_count
+from privconf_sklearn.privacy import gaussian_delta
+
+from ._exact_tails import assert_counts_match
+from ._stats import binomial_lower_limit, binomial_upper_limit
 
 
 class RecordingNoise(NoiseSource):
@@ -60,6 +68,7 @@ class RecordingNoise(NoiseSource):
 def count_queries(monkeypatch):
     """Record the argument of every exact count query the search makes."""
     calls = []
+    # Instrumentation of the private counter: no public hook sees the exact queries.
     original = pcoqs_module._RankCounter.count_at_most
 
     def recording(self, point):
@@ -100,7 +109,9 @@ def test_queries_noise_and_composed_rho_are_as_stated(params, count_queries):
     mechanism = PCOQS(**params)
     scores = np.random.default_rng(1).uniform(size=3000)
     noise = RecordingNoise()
-    calibration = mechanism.calibrate(scores, 0.1, random_state=noise)
+    with warnings.catch_warnings():  # bounds=(0.2, 0.7) leave the target uncertified
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        calibration = mechanism.calibrate(scores, 0.1, random_state=noise)
     guarantee = calibration.privacy
 
     lower, upper = params.get("bounds", (0.0, 1.0))
@@ -220,7 +231,7 @@ def test_exact_privacy_of_a_three_query_search(rho):
     is calibrated for one query instead of N = 3 fails: the test has power.
     """
     mechanism = PCOQS(rho=rho, step=1 / 8)
-    plan = mechanism._plan()
+    plan = mechanism.resolve_plan()
     guarantee = mechanism.privacy_guarantee()
     assert plan.n_queries == 3
     mu = math.sqrt(2.0 * rho)
@@ -234,19 +245,39 @@ def test_exact_privacy_of_a_three_query_search(rho):
 
 
 def test_enumerated_distribution_matches_the_sampler():
-    """The enumeration above describes the implementation: chi-square on 4000 runs."""
+    """The enumeration above describes the implementation: exact tails on 4000 runs."""
     scores = np.random.default_rng(4).uniform(size=40)
-    plan = PCOQS(rho=0.02, step=1 / 8)._plan()
+    mechanism = PCOQS(rho=0.02, step=1 / 8)
+    plan = mechanism.resolve_plan()
     target = math.ceil(41 * 0.7)
     exact = _path_distribution(scores, target, 0.0, 1.0, 3, plan.noise_sd)
-    noise = NoiseSource(np.random.default_rng(5)).normal(plan.noise_sd, (4000, 3))
-    outputs = [noisy_binary_search(scores, target, 0.0, 1.0, row)[0] for row in noise]
+    noise = NoiseSource(np.random.default_rng(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        outputs = [
+            mechanism.calibrate(scores, 0.3, random_state=noise).threshold for _ in range(4000)
+        ]
     support = sorted(exact)
     observed = np.array([outputs.count(o) for o in support])
     assert observed.sum() == 4000  # no output outside the enumerated support
-    expected = 4000 * np.array([exact[o] for o in support])
-    statistic = float(((observed - expected) ** 2 / expected).sum())
-    assert statistic <= stats.chi2.isf(FALSE_FAILURE, len(support) - 1)
+    assert_counts_match(observed, [exact[o] for o in support])
+
+
+@pytest.mark.parametrize("beta", [1e-3, 0.05])
+@pytest.mark.parametrize("rho", [0.1, 2.0])
+def test_inflated_slack_is_a_union_bound_over_the_queries(rho, beta):
+    """All N noises stay below tau_1 except with probability <= beta (and about beta).
+
+    Read off a calibration's public details; tau_1 = sigma Phi^{-1}(1 - beta) (no union
+    bound over the N queries) would fail with probability about N beta.
+    """
+    calibration = PCOQS(rho=rho, beta=beta, inflated=True).calibrate(
+        np.random.default_rng(0).uniform(size=5000), 0.1, random_state=0
+    )
+    details = calibration.details
+    per_query = stats.norm.sf(details["rank_inflation"], scale=details["noise_sd"])
+    failure = 1 - (1 - per_query) ** details["n_queries"]
+    assert 0.95 * beta <= failure <= beta
 
 
 # ----------------------------------------------------------- the release
@@ -264,21 +295,26 @@ def test_output_is_not_rounded_and_covers_an_atom():
 def test_scores_outside_bounds_are_clipped_and_counted():
     rng = np.random.default_rng(2)
     scores = rng.uniform(size=5000)
-    calibration = PCOQS(rho=0.5, bounds=(0.2, 0.6)).calibrate(scores, 0.1, random_state=0)
+    with pytest.warns(UninformativeCalibrationWarning, match="no noisy count"):
+        calibration = PCOQS(rho=0.5, bounds=(0.2, 0.6)).calibrate(scores, 0.1, random_state=0)
     # The 0.9-quantile lies above b = 0.6: no count certifies a point in [a, b], so the
     # release is the top of the public range, not b (which would under-cover).
-    assert calibration.threshold == 1.0
+    assert calibration.threshold == 1.0 and not calibration.informative
+    assert calibration.feasible and "no noisy count" in calibration.reason
     assert calibration.details["certified"] is False
-    assert calibration.details["n_clipped_below"] == np.count_nonzero(scores < 0.2)
-    assert calibration.details["n_clipped_above"] == np.count_nonzero(scores > 0.6)
-    assert calibration.details["diagnostics_are_private"] is False
+    # The clip counts are data-dependent: owner-only diagnostics, not in details.
+    assert calibration.owner_diagnostics == {
+        "n_clipped_below": np.count_nonzero(scores < 0.2),
+        "n_clipped_above": np.count_nonzero(scores > 0.6),
+    }
+    assert not {"n_clipped_below", "n_clipped_above"} & set(calibration.details)
     # Scores below a are counted (the authors' code drops them, shifting the rank).
     low = np.r_[np.full(4000, 0.05), rng.uniform(0.3, 0.5, size=1000)]
     calibration = PCOQS(rho=0.5, bounds=(0.2, 0.6)).calibrate(low, 0.1, random_state=0)
     assert np.count_nonzero(low <= calibration.threshold) >= 4500 - calibration.details["tau"]
-    assert calibration.details["n_clipped_below"] == 4000
+    assert calibration.owner_diagnostics["n_clipped_below"] == 4000
     full = PCOQS(rho=0.5).calibrate(scores, 0.1, random_state=0)
-    assert full.details["diagnostics_are_private"] is True
+    assert full.owner_diagnostics == {}
 
 
 @pytest.mark.parametrize("inflated", [False, True])
@@ -294,7 +330,7 @@ def test_infeasible_requests_do_not_read_data(n, alpha, inflated, count_queries)
         return
     with pytest.warns(InfeasibleCalibrationWarning):
         calibration = mechanism.calibrate(scores, alpha, random_state=0)
-    assert not calibration.feasible
+    assert not calibration.feasible and not calibration.informative
     assert calibration.threshold == 1.0
     assert calibration.privacy.epsilon == 0.0
     assert count_queries == []
@@ -311,6 +347,17 @@ def test_infeasibility_boundaries():
 
 
 @pytest.mark.parametrize("inflated", [False, True])
+@pytest.mark.parametrize("alpha", [0.05, 0.1])
+@pytest.mark.parametrize("budget", [{"rho": 0.5}, {"epsilon": 1.0, "delta": 1e-5}])
+def test_min_informative_samples_is_the_feasibility_boundary(budget, alpha, inflated):
+    mechanism = PCOQS(**budget, inflated=inflated)
+    n = mechanism.min_informative_samples(alpha)
+    assert mechanism.coverage_certificate(n, alpha).feasible
+    assert not mechanism.coverage_certificate(n - 1, alpha).feasible
+    assert str(n) in mechanism.coverage_certificate(n - 1, alpha).reason
+
+
+@pytest.mark.parametrize("inflated", [False, True])
 @pytest.mark.parametrize("rho", [0.1, 1.0])
 @pytest.mark.parametrize(("n", "alpha"), [(200, 0.2), (2400, 0.1), (10000, 0.05)])
 def test_certificate_is_what_calibrate_returns(n, alpha, rho, inflated):
@@ -324,7 +371,7 @@ def test_certificate_is_what_calibrate_returns(n, alpha, rho, inflated):
     assert calibration.coverage_lower_bound == certificate.lower_bound
     if certificate.feasible:
         assert calibration.lower_bound_confidence == certificate.confidence
-        plan = mechanism._plan()
+        plan = mechanism.resolve_plan()
         if inflated:
             rank = math.ceil((n + 1) * (1 - Fraction(alpha)))
             assert certificate.lower_bound == pytest.approx(rank / (n + 1) - plan.beta)
@@ -447,6 +494,7 @@ def test_clone_and_set_params():
         ({"rho": -1.0}, "rho"),
         ({"rho": math.inf}, "rho"),
         ({"rho": "0.5"}, "rho"),
+        ({"rho": 10**400}, "rho"),
         ({"epsilon": 0.0, "delta": 1e-5}, "epsilon"),
         ({"epsilon": 1.0, "delta": 0.0}, "delta"),
         ({"epsilon": 1.0, "delta": 1.0}, "delta"),
@@ -468,10 +516,15 @@ def test_clone_and_set_params():
     ],
 )
 def test_bad_parameters_are_rejected_by_name(params, match):
+    """Wrong types raise TypeError, wrong values ValueError, both naming the parameter."""
     mechanism = PCOQS(**params)  # stored untouched
-    with pytest.raises(ValueError, match=match):
+    wrong_type = any(isinstance(value, str) for value in params.values())
+    error = TypeError if wrong_type else ValueError
+    with pytest.raises(error, match=match):
         mechanism.calibrate(np.linspace(0, 1, 100), 0.1, random_state=0)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         mechanism.privacy_guarantee()
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         mechanism.coverage_certificate(100, 0.1)
+    with pytest.raises(error, match=match):
+        mechanism.min_informative_samples(0.1)

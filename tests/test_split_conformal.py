@@ -1,12 +1,23 @@
 """SplitConformal: the exact conformal order statistic, and unreachable levels."""
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
-from privconf_sklearn import InfeasibleCalibrationWarning, PrivateConformalClassifier
-from privconf_sklearn._validation import conformal_rank, split_conformal_rank
+from privconf_sklearn import (
+    InfeasibleCalibrationWarning,
+    PrivateConformalClassifier,
+    UninformativeCalibrationWarning,
+)
 from privconf_sklearn.mechanisms import SplitConformal
 from privconf_sklearn.mechanisms.split import conformal_rank_min_n
+
+
+def split_conformal_rank(n, alpha):
+    """ceil((n + 1)(1 - alpha)) in exact arithmetic on the given float alpha."""
+    return math.ceil((n + 1) * (1 - Fraction(alpha)))
 
 
 @pytest.mark.parametrize("n", [9, 10, 19, 99, 100, 999, 2400, 10001])
@@ -18,6 +29,7 @@ def test_threshold_is_the_conformal_order_statistic(n, alpha):
         with pytest.warns(InfeasibleCalibrationWarning):
             calibration = SplitConformal().calibrate(scores, alpha)
         assert calibration.threshold == 1.0 and not calibration.feasible
+        assert not calibration.informative and "exceeds n" in calibration.reason
         return
     calibration = SplitConformal().calibrate(scores, alpha)
     assert calibration.threshold == np.sort(scores)[k - 1]
@@ -26,15 +38,12 @@ def test_threshold_is_the_conformal_order_statistic(n, alpha):
 
 
 def test_rank_is_exact_where_floats_round():
-    # 1 - 0.1 rounds up in floating point: the exact product with the rounded level
-    # is one too high, the exact rank for the given alpha is 9.
-    assert conformal_rank(9, 1 - 0.1) == 10
+    # 1 - 0.1 rounds up in floating point: the rounded level gives rank 10 at n = 9,
+    # the exact rank for the given alpha is 9 (coverage >= 9/10).
+    assert math.ceil(10 * Fraction(1 - 0.1)) == 10
     assert split_conformal_rank(9, 0.1) == 9
-    assert split_conformal_rank(4, 0.2) == 4
-    assert split_conformal_rank(99, 0.1) == 90
-    assert split_conformal_rank(999, 0.05) == 950
-    # With the exact rank, n = 9 reaches alpha = 0.1 (coverage >= 9/10).
-    assert SplitConformal().calibrate(np.arange(9) / 9, 0.1).threshold == 8 / 9
+    calibration = SplitConformal().calibrate(np.arange(9) / 9, 0.1)
+    assert calibration.threshold == 8 / 9 and calibration.details["rank"] == 9
 
 
 def test_ties_are_kept_in_the_set():
@@ -64,3 +73,20 @@ def test_minimum_calibration_size(alpha):
     n = conformal_rank_min_n(alpha)
     assert split_conformal_rank(n, alpha) <= n
     assert split_conformal_rank(n - 1, alpha) > n - 1
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.1, 0.15, 0.3])
+def test_min_informative_samples(alpha):
+    mechanism = SplitConformal()
+    n = mechanism.min_informative_samples(alpha)
+    assert n == conformal_rank_min_n(alpha)
+    assert mechanism.coverage_certificate(n, alpha).feasible
+    assert not mechanism.coverage_certificate(n - 1, alpha).feasible
+
+
+def test_top_score_release_warns_and_is_not_informative():
+    scores = np.r_[np.linspace(0, 0.5, 50), np.ones(50)]
+    with pytest.warns(UninformativeCalibrationWarning, match="top of the range"):
+        calibration = SplitConformal().calibrate(scores, 0.1)
+    assert calibration.feasible and not calibration.informative
+    assert "k = 91-th smallest" in calibration.reason

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from privconf_sklearn.privacy._conversions import (
+from privconf_sklearn.privacy import (
     bun_steinke_epsilon,
     gaussian_delta,
     gaussian_epsilon,
@@ -114,7 +114,7 @@ def test_conversions_are_ordered_and_cks_epsilon_is_feasible(rho, delta):
 
 
 def test_reference_values_rho_one_half():
-    """rho = 0.5 (paper 002's "epsilon = 1") at delta = 1e-5 (DESIGN.md correction 2)."""
+    """rho = 0.5 (the "epsilon = 1" of Romanus and Molinari 2025) at delta = 1e-5."""
     assert bun_steinke_epsilon(0.5, 1e-5) == pytest.approx(0.5 + 2 * math.sqrt(0.5 * math.log(1e5)))
     assert bun_steinke_epsilon(0.5, 1e-5) == pytest.approx(5.2985, abs=1e-4)
     assert zcdp_epsilon(0.5, 1e-5) == pytest.approx(4.7284, abs=1e-4)

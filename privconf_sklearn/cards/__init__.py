@@ -1,17 +1,22 @@
-"""Contract cards: auditable records of every calibration (paper 003).
+"""Contract cards: auditable records of every calibration.
+
+After "Contract Cards for Auditable Private Conformal Prediction" (2026):
 
 - :class:`Contract`: coverage and privacy requirements.
 - :class:`ContractCard`: formal layer (contract, configuration, certificate ``L(c)``,
   privacy coordinates, Eq. (3) clause by clause with margins, release, selection
-  summary) and diagnostic layer; JSON with a versioned schema and a digest, Markdown.
+  summary) and published diagnostics; JSON with a versioned schema, a digest and an
+  optional Ed25519 signature; Markdown. Publishable by default: the owner's
+  non-private diagnostics are written only on request.
 - :func:`verify_card`: recompute Eq. (3) and every recomputable formal field from a
-  serialised card alone (Observation 4.1).
+  serialised card alone (Observation 4.1); never raises on a card.
 - :class:`CertificateAwareSearch`: formal screening first, calibration only for the
   admissible, non-dominated configurations (Sec. 4, Table 2).
 """
 
 from .._base import register_card_builder
-from ._card import SCHEMA, SCHEMA_VERSION, ContractCard
+from ._card import SCHEMA, SCHEMA_VERSION, ContractCard, OwnerDiagnosticsWarning
+from ._codec import CardFormatError
 from ._contract import CLAUSES, Clause, Contract
 from ._records import (
     Candidate,
@@ -21,16 +26,17 @@ from ._records import (
     Diagnostics,
     Release,
     Selection,
+    Signature,
     TrainingPrivacy,
 )
 from ._search import CertificateAwareSearch
-from ._serial import CardFormatError
-from ._verify import Verification, verify_card
+from ._verify import MECHANISMS, Verification, verify_card
 
 register_card_builder(ContractCard.from_estimator)
 
 __all__ = [
     "CLAUSES",
+    "MECHANISMS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Candidate",
@@ -43,8 +49,10 @@ __all__ = [
     "Contract",
     "ContractCard",
     "Diagnostics",
+    "OwnerDiagnosticsWarning",
     "Release",
     "Selection",
+    "Signature",
     "TrainingPrivacy",
     "Verification",
     "verify_card",

@@ -1,251 +1,184 @@
-"""Markdown rendering of a contract card (formal layer first, then diagnostics)."""
+"""Markdown rendering of a contract card, from a template (formal layer first)."""
 
 from __future__ import annotations
 
 import math
+from functools import reduce
+from string import Template
 from typing import Any
 
 __all__ = ["render_markdown"]
 
+TEMPLATE = Template(
+    """# Contract card — $title
+
+**Privacy budget:** $budget
+
+${notes}## Formal layer
+
+### Contract
+
+$contract
+### Configuration
+
+$configuration
+### Privacy
+
+$privacy
+### Certificate
+
+$certificate
+### Feasibility, Eq. (3)
+
+$clauses
+### Release
+
+$release
+${selection}Formal-layer SHA-256: `$digest`$signature
+
+## Diagnostic layer (not formal evidence)
+
+$diagnostics$owner"""
+)
+
+#: Columns of each table: attribute paths of the records in its rows.
+CONTRACT = "target_coverage max_epsilon_train max_epsilon_cal beta delta"
+PRIVACY = "epsilon delta rho notion adjacency holds source description"
+CERTIFICATE = "lower_bound confidence marginal_lower_bound level_reachable reason"
+CLAUSE = "name requirement value margin satisfied"
+RELEASE = (
+    "threshold informative coverage_holds reason threshold_score_units score_bounds "
+    "score_bounds_source target_level coverage_upper_bound"
+)
+SELECTION = (
+    "n_checked n_formally_feasible n_selected n_evaluated chosen_index best_coverage_margin "
+    "spent_epsilon_cal spent_delta_cal calibration_split"
+)
+CANDIDATE = (
+    "index configuration.nominal_coverage calibration.epsilon configuration.n_samples "
+    "configuration.mechanism certificate.marginal_lower_bound status note"
+)
+EMPIRICAL = "n_test empirical_coverage mean_set_size singleton_rate accuracy mean_width"
+
 
 def _fmt(value: Any) -> str:
-    if value is None:
+    if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return f"{value:.6g}"
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else f"{value:.6g}"
+    if hasattr(value, "params"):  # a ComponentSpec
+        return f"{value.name}({_fmt(value.params)})"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={v if isinstance(v, bool) else _fmt(v)}" for k, v in value.items())
-    if isinstance(value, tuple):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
+    if isinstance(value, tuple | list):
         return "(" + ", ".join(_fmt(v) for v in value) + ")"
-    return str(value).replace("|", "\\|")
+    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines.extend("| " + " | ".join(_fmt(cell) for cell in row) + " |" for row in rows)
-    return [*lines, ""]
+def _attribute(record, name: str):
+    return getattr(record, name, None)
 
 
-def _spec(spec) -> str:
-    if spec is None:
-        return "—"
-    return f"{spec.name}({_fmt(spec.params) if spec.params else ''})"
+def _table(columns: str, *records, labels: tuple[str, ...] = ()) -> str:
+    """One row per record, one column per attribute path (``a.b`` reads ``record.a.b``)."""
+    names = columns.split()
+    header = (["", *names] if labels else names, ["---"] * (len(names) + bool(labels)))
+    rows = [
+        [*labels[i : i + 1], *(_fmt(reduce(_attribute, n.split("."), r)) for n in names)]
+        for i, r in enumerate(records)
+    ]
+    return "".join("| " + " | ".join(row) + " |\n" for row in [*header, *rows])
 
 
-def render_markdown(card) -> str:
-    """The card as Markdown: decision, contract, configuration, certificate, clauses...
+def _fields(record) -> str:
+    """A record as a two-column table of its fields."""
+    rows = "".join(f"| {name} | {_fmt(value)} |\n" for name, value in vars(record).items())
+    return "| field | value |\n|---|---|\n" + rows
+
+
+def _notes(card) -> tuple[str, str]:
+    """The title (the decision, qualified) and the notes under it."""
+    title, notes = card.decision.upper(), []
+    if card.decision == "infeasible":
+        failed = [c for c in card.clauses if not c.satisfied]
+        notes.append(
+            "Failed clauses: "
+            + "; ".join(f"`{c.name}` ({c.requirement}, margin {_fmt(c.margin)})" for c in failed)
+        )
+    if card.decision == "unchecked":
+        notes.append("No contract recorded: the card documents the calibration only.")
+    release = card.release
+    if release is not None and not release.informative:
+        title += " — UNINFORMATIVE (trivial sets / intervals)"
+        notes.append(
+            "The release is the top of the public range: every set holds every label and "
+            "every interval is as wide as the score bounds."
+        )
+    if release is not None and release.reason:
+        notes.append(f"Release: {release.reason}.")
+    if release is not None and not release.coverage_holds:
+        notes.append("The coverage guarantee does not hold for this release.")
+    return title, "".join(note + "\n\n" for note in notes)
+
+
+def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
+    """The card as Markdown: decision and budget first, then the formal layer.
 
     Parameters
     ----------
     card : ContractCard
         The card.
+    owner_diagnostics : dict or None, default=None
+        Owner diagnostics to append (only when the owner asked for them).
 
     Returns
     -------
     str
     """
-    decision = {"feasible": "FEASIBLE", "infeasible": "INFEASIBLE", "unchecked": "UNCHECKED"}
-    out = [f"# Contract card — {decision[card.decision]}", ""]
-    if card.decision == "infeasible":
-        failed = [c for c in card.clauses if not c.satisfied]
-        out += [
-            "Failed clauses: "
-            + "; ".join(
-                f"`{c.name}` ({c.requirement}"
-                + ("" if c.margin is None else f", margin {_fmt(c.margin)}")
-                + ")"
-                for c in failed
-            ),
-            "",
-        ]
-    elif card.decision == "unchecked":
-        out += ["No contract recorded: the card documents the calibration only.", ""]
-    out += ["## Formal layer", "", "### Contract", ""]
-    contract = card.contract
-    if contract is None:
-        out += ["—", ""]
-    else:
-        out += _table(
-            ("gamma_target", "max eps_train", "max eps_cal", "beta", "delta"),
-            [
-                (
-                    contract.target_coverage,
-                    contract.max_epsilon_train,
-                    contract.max_epsilon_cal,
-                    contract.beta,
-                    contract.delta,
-                )
-            ],
-        )
-    configuration = card.configuration
-    out += ["### Configuration", ""]
-    out += _table(
-        ("field", "value"),
-        [
-            ("task", configuration.task),
-            ("nominal coverage gamma", configuration.nominal_coverage),
-            ("alpha", configuration.alpha),
-            ("calibration size n", configuration.n_samples),
-            ("mechanism", _spec(configuration.mechanism)),
-            ("conformity score", _spec(configuration.conformity_score)),
-            ("model", configuration.estimator),
-        ],
-    )
-    training, calibration = card.training_privacy, card.calibration_privacy
-    out += ["### Privacy coordinates", ""]
-    out += _table(
-        ("", "notion", "epsilon", "delta", "rho", "holds", "source / adjacency"),
-        [
-            ("training", "—", training.epsilon, training.delta, None, None, training.source),
-            (
-                "calibration",
-                calibration.notion,
-                calibration.epsilon,
-                calibration.delta,
-                calibration.rho,
-                calibration.holds,
-                calibration.adjacency,
-            ),
-        ],
-    )
-    if calibration.description:
-        out += [f"Calibration guarantee: {calibration.description}", ""]
-    certificate = card.certificate
-    out += ["### Certificate", ""]
-    out += _table(
-        ("L(c)", "confidence", "marginal L", "level reachable", "reason"),
-        [
-            (
-                certificate.lower_bound,
-                certificate.confidence,
-                certificate.marginal_lower_bound,
-                certificate.level_reachable,
-                certificate.reason or None,
-            )
-        ],
-    )
-    if card.clauses:
-        out += ["### Feasibility, Eq. (3)", ""]
-        out += _table(
-            ("clause", "requirement", "value", "margin", "holds"),
-            [(c.name, c.requirement, c.value, c.margin, c.satisfied) for c in card.clauses],
-        )
-    release = card.release
-    out += ["### Release", ""]
-    if release is None:
-        out += ["Not calibrated (no data read for this configuration).", ""]
-    else:
-        out += _table(
-            (
-                "threshold [0, 1]",
-                "threshold (score units)",
-                "score bounds",
-                "target level",
-                "coverage upper bound",
-            ),
-            [
-                (
-                    release.threshold,
-                    release.threshold_score_units,
-                    release.score_bounds,
-                    release.target_level,
-                    release.coverage_upper_bound,
-                )
-            ],
-        )
-    selection = card.selection
-    if selection is not None:
-        out += ["### Selection summary (certificate-aware search)", ""]
-        out += _table(
-            (
-                "checked",
-                "formally feasible",
-                "selected",
-                "evaluated",
-                "chosen index",
-                "best coverage margin",
-                "spent eps_cal",
-                "spent delta_cal",
-                "rows",
-            ),
-            [
-                (
-                    selection.n_checked,
-                    selection.n_formally_feasible,
-                    selection.n_selected,
-                    selection.n_evaluated,
-                    selection.chosen_index,
-                    selection.best_coverage_margin,
-                    selection.spent_epsilon_cal,
-                    selection.spent_delta_cal,
-                    selection.calibration_split,
-                )
-            ],
-        )
-        out += [f"Rule: {selection.rule}", ""]
-        out += _table(
-            ("#", "gamma", "eps_cal", "n", "mechanism", "marginal L", "status", "note"),
-            [
-                (
-                    c.index,
-                    c.configuration.nominal_coverage,
-                    c.calibration.epsilon,
-                    c.configuration.n_samples,
-                    _spec(c.configuration.mechanism),
-                    c.certificate.marginal_lower_bound,
-                    c.status,
-                    c.note or None,
-                )
-                for c in selection.candidates
-            ],
-        )
-    out += [f"Formal-layer SHA-256: `{card.formal_sha256}`", ""]
-    out += _diagnostics(card.diagnostics)
-    return "\n".join(out)
-
-
-def _diagnostics(diagnostics) -> list[str]:
-    out = ["## Diagnostic layer (not formal evidence)", ""]
-    rows = [
-        ("test rows", diagnostics.n_test),
-        ("empirical coverage", diagnostics.empirical_coverage),
-        ("mean set size", diagnostics.mean_set_size),
-        ("singleton rate", diagnostics.singleton_rate),
-        ("model accuracy", diagnostics.accuracy),
-        ("mean interval width", diagnostics.mean_width),
-        ("certificate width W(c)", diagnostics.certificate_width),
-        ("observed threshold inflation", diagnostics.observed_inflation),
-        ("non-private grid threshold", diagnostics.grid_threshold),
-    ]
-    out += _table(("diagnostic", "value"), [r for r in rows if r[1] is not None] or [("—", None)])
-    if diagnostics.diagnostics_are_private is False:
-        out += [
-            "Certificate diagnostics are data-dependent and were not privatised: publish "
-            "them only in a trusted audit setting (paper 003 Sec. 5).",
-            "",
-        ]
-    if diagnostics.redacted:
-        out += ["Non-private calibration diagnostics were redacted.", ""]
+    title, notes = _notes(card)
+    cal, train, selection = card.calibration_privacy, card.training_privacy, card.selection
+    rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
+    diagnostics = card.diagnostics
+    published = _table(EMPIRICAL, diagnostics)
     if diagnostics.mechanism_details:
-        out += [f"Mechanism details: {_fmt(diagnostics.mechanism_details)}", ""]
+        published += f"\nMechanism details: {_fmt(diagnostics.mechanism_details)}\n"
     if diagnostics.candidates:
-        out += ["### Evaluated configurations", ""]
-        out += _table(
-            ("#", "coverage", "set size", "width", "cert. width", "inflation"),
-            [
-                (
-                    d.candidate_index,
-                    d.empirical_coverage,
-                    d.mean_set_size,
-                    d.mean_width,
-                    d.certificate_width,
-                    d.observed_inflation,
-                )
-                for d in diagnostics.candidates
-            ],
+        published += "\nEvaluated configurations:\n\n"
+        published += _table(f"candidate_index {EMPIRICAL}", *diagnostics.candidates)
+    owner = ""
+    if owner_diagnostics:
+        owner = "\n## Owner diagnostics — NOT covered by the privacy guarantee, do not publish\n\n"
+        owner += "".join(
+            f"- {part}: {_fmt(values)}\n" for part, values in owner_diagnostics.items()
         )
-    return out
+    return TEMPLATE.substitute(
+        title=title,
+        budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)}{rho} "
+        f"({cal.notion}, {cal.adjacency} adjacency{'' if cal.holds else ', NOT HOLDING'}); "
+        f"training epsilon = {_fmt(train.epsilon)}, delta = {_fmt(train.delta)} "
+        f"({train.source}).",
+        notes=notes,
+        contract="—\n" if card.contract is None else _table(CONTRACT, card.contract),
+        configuration=_fields(card.configuration),
+        privacy=_table(PRIVACY, train, cal, labels=("training", "calibration")),
+        certificate=_table(CERTIFICATE, card.certificate),
+        clauses=_table(CLAUSE, *card.clauses) if card.clauses else "— (no contract)\n",
+        release="Not calibrated (no data read).\n"
+        if card.release is None
+        else _table(RELEASE, card.release),
+        selection=""
+        if selection is None
+        else "### Selection summary (certificate-aware search)\n\n"
+        + _table(SELECTION, selection)
+        + f"\nRule: {selection.rule}\n\n"
+        + _table(CANDIDATE, *selection.candidates)
+        + "\n",
+        digest=card.formal_sha256,
+        signature=""
+        if card.signature is None
+        else f"  \nSigned (Ed25519) by key `{card.signature.public_key}`",
+        diagnostics=published,
+        owner=owner,
+    )

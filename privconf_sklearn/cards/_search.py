@@ -1,20 +1,12 @@
-"""Certificate-aware search over private conformal configurations (paper 003 Sec. 4).
+"""Certificate-aware search over private conformal configurations (the paper's Sec. 4).
 
-Privacy cost, compared with ``GridSearchCV`` over a private conformal estimator:
-``GridSearchCV`` calibrates every configuration on every fold, and each calibration
-spends its ``epsilon_cal`` on rows the others also use, so a 36-configuration grid with
-5 folds costs up to ``5 * 36 * epsilon_cal`` by sequential composition. Here the
-formal screening reads no data (certificates depend only on public ``n``, ``alpha`` and
-the mechanism's parameters), so it spends nothing; only the few evaluated
-configurations are calibrated. On disjoint calibration rows (the default) they compose
-in parallel, so the whole search costs the largest ``epsilon_cal`` among them, which is
-within the contract; on shared rows they compose sequentially and the search stops
-evaluating before the sum would exceed the contract.
+Formal screening reads no data (certificates depend only on the public ``n``,
+``alpha`` and the mechanism's parameters); only the few kept configurations are
+calibrated: on disjoint rows they compose in parallel, on shared rows sequentially.
 """
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import replace
 
 import numpy as np
@@ -24,66 +16,57 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._base import BasePrivateConformal
-from .._validation import check_alpha
+from .._validation import InstanceOf, Interval, Options, validate_params
 from ._card import (
     ContractCard,
-    calibration_diagnostics,
-    certificate_of,
     configuration_of,
     empirical_diagnostics,
+    planned_privacy,
+    split_details,
 )
-from ._contract import Contract
-from ._records import Candidate, Selection
+from ._contract import Contract, check_contract
+from ._records import SIZE, Candidate, Certificate, Diagnostics, Selection, tuple_of
 from ._selection import (
     DOMINANCE_RULE,
     best_attempted,
-    candidate_clauses,
     composed_spend,
+    coverage_margin,
     non_dominated,
     priority_order,
 )
-from ._training import training_privacy
+from ._training import check_stated, training_privacy
 
 __all__ = ["CertificateAwareSearch"]
 
-_SPLITS = ("disjoint", "shared")
+_SIZES = tuple_of(*SIZE)
+_ALPHA = {"alpha": [Interval("real", 0, 1, closed="neither")]}
 
 
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """Choose a configuration that meets a contract, spending privacy only on finalists.
 
-    Paper 003 Sec. 4 and Table 2. Every configuration of ``param_grid`` is first
-    checked against Eq. (3) using its mechanism's formal certificate
-    (``coverage_certificate(n, alpha)``) and privacy guarantee: no data is read, no
-    privacy is spent. Among the formally feasible configurations, dominated ones are
-    dropped (see ``privconf_sklearn.cards._selection.DOMINANCE_RULE``: lower nominal
-    coverage and a larger budget within the contract dominate, paper 003 Remark 5.3).
-    Only the remaining ones are calibrated, on the calibration rows given to
-    :meth:`fit`, and compared on evaluation data. The resulting :attr:`card_` records
-    the checked, formally feasible, selected and evaluated counts, every
-    configuration's certificate and status, and the decision; an infeasible contract
-    gives an infeasibility card with the best attempted configuration and its negative
-    margins, not an exception.
+    The contract-cards paper's Sec. 4 and Table 2. Every configuration of
+    ``param_grid`` is first checked against Eq. (3) with its mechanism's certificate
+    and guarantee (no data read, no privacy spent); dominated feasible configurations
+    are dropped (rule in ``selection.rule``); only the remaining ones are calibrated on
+    the rows given to :meth:`fit` and compared on evaluation data. An infeasible
+    contract gives an infeasibility card (best attempted configuration, negative
+    margins), not an exception.
 
-    Privacy cost. ``GridSearchCV`` over a private estimator calibrates every
-    configuration on every fold and spends ``epsilon_cal`` each time on overlapping
-    rows (sequential composition: up to ``n_folds * n_configurations * epsilon_cal``).
-    Here formal screening spends nothing; only evaluated configurations spend. With
-    ``calibration_split="disjoint"`` they calibrate on disjoint rows, so by parallel
-    composition the whole search costs the largest ``epsilon_cal`` among them, at most
-    the contract's; with ``"shared"`` they reuse rows and the costs add up, so the
-    search evaluates only as many as the contract's ``max_epsilon_cal`` (and ``delta``)
-    allows. The card's ``epsilon_cal`` clause is checked against this composed cost,
-    because the chosen threshold depends on every evaluated calibration. The
-    evaluation rows (``X_eval``) are used without privacy protection: they must be
-    public or already released (e.g. a test set). Without them only the first
-    configuration in priority order is calibrated.
+    Privacy cost: with ``calibration_split="disjoint"`` the evaluated configurations
+    calibrate on disjoint rows, so the search costs the largest ``epsilon_cal`` among
+    them (parallel composition); with ``"shared"`` the costs add up and the search
+    evaluates only what the contract's budget allows. The card's ``epsilon_cal``
+    clause is checked against this composed cost. ``X_eval`` is used without privacy
+    protection: it must be public or already released. Without it only the first
+    configuration in priority order is calibrated. The user guide compares the cost
+    with ``GridSearchCV``'s.
 
     Parameters
     ----------
     estimator : PrivateConformalClassifier or PrivateConformalRegressor
-        Template with ``prefit=True`` (the model is fixed before calibration, as paper
-        003 Theorem 5.1 assumes); grid parameters are set on clones of it.
+        Template with ``prefit=True`` (the model is fixed before calibration, as the
+        paper's Theorem 5.1 assumes); grid parameters are set on clones of it.
     contract : Contract
         The requirements.
     param_grid : dict or list of dict
@@ -125,7 +108,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     >>> X = rng.normal(size=(9000, 2)); y = (X[:, 0] + rng.normal(size=9000) > 0).astype(int)
     >>> model = LogisticRegression().fit(X[:3000], y[:3000])
     >>> search = CertificateAwareSearch(
-    ...     PrivateConformalClassifier(model, mechanism=ExponQ(), random_state=0),
+    ...     PrivateConformalClassifier(model, mechanism=ExponQ(epsilon=1.0), random_state=0),
     ...     contract=Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=1.0,
     ...                       beta=0.0),
     ...     param_grid={"alpha": [0.1, 0.2], "mechanism__epsilon": [0.5, 1.0, 2.0],
@@ -159,22 +142,20 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------- screening
+    _parameter_constraints: dict = {
+        "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
+        "contract": [InstanceOf(Contract)],
+        "param_grid": [InstanceOf(dict | list, "dict or list of dicts")],
+        "calibration_split": [Options("disjoint", "shared")],
+    }
+
     def _check_params(self) -> None:
-        if not isinstance(self.estimator, BasePrivateConformal):
-            raise TypeError(
-                "estimator must be a PrivateConformalClassifier or PrivateConformalRegressor; "
-                f"got {type(self.estimator).__name__}."
-            )
+        validate_params(self, self._parameter_constraints)
+        check_stated(self.epsilon_train, self.delta_train)
         if not self.estimator.prefit:
             raise ValueError(
                 "estimator must have prefit=True: the search compares calibrations of one "
                 "fixed model (fit the model first; its training privacy is eps_train)."
-            )
-        if not isinstance(self.contract, Contract):
-            raise TypeError(f"contract must be a Contract; got {type(self.contract).__name__}.")
-        if self.calibration_split not in _SPLITS:
-            raise ValueError(
-                f"calibration_split must be one of {_SPLITS}; got {self.calibration_split!r}."
             )
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
         for grid in grids:
@@ -183,19 +164,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "param_grid must be a dict (or list of dicts) with a 'calibration_size' "
                     "entry: the certificates depend on the calibration size n."
                 )
-            sizes = grid["calibration_size"]
-            if (
-                not isinstance(sizes, list | tuple)
-                or not sizes
-                or not all(
-                    isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
-                    for n in sizes
-                )
-            ):
-                raise ValueError(
-                    "param_grid['calibration_size'] must be a non-empty list of integers "
-                    f">= 1 (rows); got {sizes!r}."
-                )
+            validate_params(
+                "CertificateAwareSearch",
+                {"param_grid['calibration_size']": [_SIZES]},
+                {"param_grid['calibration_size']": grid["calibration_size"]},
+            )
+            if not grid["calibration_size"]:
+                raise ValueError("param_grid['calibration_size'] must not be empty.")
 
     def _screen(self) -> list[tuple[BasePrivateConformal, Candidate]]:
         """Every grid configuration with its formal status; reads no data."""
@@ -208,7 +183,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             # except a prefit model, which cloning would unfit.
             params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
             estimator = clone(self.estimator).set_params(**params)
-            alpha = check_alpha(estimator.alpha)
+            alpha = validate_params(estimator, _ALPHA)["alpha"]
             mechanism = estimator._resolve_mechanism()
             if mechanism.requires_groups:
                 raise ValueError(
@@ -218,12 +193,12 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "ContractCard.for_configuration(..., agent_sizes=...)."
                 )
             planned = mechanism.coverage_certificate(n_samples, alpha)
-            certificate = certificate_of(
+            certificate = Certificate.of(
                 planned.lower_bound, planned.confidence, planned.feasible, planned.reason
             )
             training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
-            privacy = mechanism.privacy_guarantee()
-            clauses = candidate_clauses(self.contract, training, privacy, certificate)
+            privacy = planned_privacy(mechanism, estimator.get_params().get("adjacency"))
+            clauses = check_contract(self.contract, training, privacy, certificate)
             feasible = all(clause.satisfied for clause in clauses)
             failed = ", ".join(c.name for c in clauses if not c.satisfied)
             candidate = Candidate(
@@ -265,7 +240,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------------------- fit
     def _plan(self, kept: list[Candidate], n_rows: int, has_eval: bool):
         """Which kept candidates to calibrate, on which rows (positions in a permutation)."""
-        plan, notes, used = [], {}, 0
+        plan: list[tuple[Candidate, np.ndarray]] = []
+        notes: dict[int, str] = {}
+        used = 0
         for candidate in priority_order(kept):
             n = candidate.configuration.n_samples
             if self.calibration_split == "disjoint":
@@ -314,10 +291,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         screened = self._screen()
         candidates = [c for _, c in screened]
         kept = [c for c in candidates if c.formally_feasible and c.status != "dominated"]
-        margin = max(
-            candidate_clauses(self.contract, c.training, c.calibration, c.certificate)[0].margin
-            for c in candidates
-        )
+        margin = max(coverage_margin(self.contract, c) for c in candidates)
         if not kept:
             best = best_attempted(self.contract, candidates)
             selection = self._selection(candidates, None, 0, margin, (0.0, 0.0))
@@ -347,18 +321,19 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
         permutation = check_random_state(self.random_state).permutation(n_rows)
         estimators = {c.index: e for e, c in screened}
-        fitted, diagnostics = {}, {}
+        fitted, diagnostics, owner = {}, {}, {}
         for candidate, positions in plan:
             rows = permutation[positions]
             estimator = estimators[candidate.index].fit_calibrate(
                 _safe_indexing(X, rows), _safe_indexing(y, rows)
             )
-            found = calibration_diagnostics(estimator.calibration_.details)
-            if X_eval is not None:
-                for name, value in empirical_diagnostics(estimator, X_eval, y_eval).items():
-                    setattr(found, name, value)
-            found.candidate_index = candidate.index
-            fitted[candidate.index], diagnostics[candidate.index] = estimator, found
+            public, owner[str(candidate.index)] = split_details(estimator.calibration_)
+            # X_eval is public or already released (documented), so these are public.
+            evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
+            diagnostics[candidate.index] = Diagnostics(
+                **evaluation, mechanism_details=public, candidate_index=candidate.index
+            )
+            fitted[candidate.index] = estimator
         chosen = self._choose([c for c, _ in plan], diagnostics)
         statuses = {c.index: "evaluated" for c, _ in plan} | {chosen: "chosen"}
         # Evaluated configurations carry the guarantee their calibration actually has
@@ -387,15 +362,12 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             selection=selection,
         )
         card.diagnostics.candidates = tuple(diagnostics[c.index] for c, _ in plan)
-        for name in (
-            "n_test",
-            "empirical_coverage",
-            "mean_set_size",
-            "singleton_rate",
-            "accuracy",
-            "mean_width",
-        ):
+        for name in ("n_test", "empirical_coverage", "mean_set_size", "singleton_rate"):
             setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
+        for name in ("accuracy", "mean_width"):
+            setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
+        if any(owner.values()):
+            card.owner_diagnostics["candidates"] = {k: v for k, v in owner.items() if v}
         self.candidates_, self.best_index_, self.best_estimator_, self.card_ = (
             selection.candidates,
             chosen,

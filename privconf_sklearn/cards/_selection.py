@@ -1,36 +1,34 @@
-"""Rules of the certificate-aware search, on card records only (paper 003 Sec. 4).
+"""Rules of the certificate-aware search, on card records only (the paper's Sec. 4).
 
 The search and the verifier share these functions, so that a verifier can recompute
 from a card alone which configurations were formally feasible, which were dominated
 and what the evaluated calibrations cost.
 
 Dominance. Two formally feasible configurations are compared only when they agree on
-everything except the nominal coverage and the calibration budget: task, mechanism
-class and its other parameters, score, model and its training privacy, calibration
-size. Within such a group, ``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``,
-``eps_cal(c) >= eps_cal(c')`` and ``delta_cal(c) >= delta_cal(c')``: a lower nominal
-level gives a lower threshold, and a larger budget (still within the contract) less
-noise. For DP-APS this is Remark 5.3 (the certificate width is non-increasing in
-``eps_cal``); for the other mechanisms the noise scale likewise decreases with the
-budget. Calibration size is a cost (rows held out), so sizes are never compared.
-Exact ties keep the first configuration of the grid.
+everything except the nominal coverage and the calibration budget (task, mechanism and
+its other parameters, score, model, training privacy, calibration size). Within such a
+group, ``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``, ``eps_cal(c) >=
+eps_cal(c')`` and ``delta_cal(c) >= delta_cal(c')``: a lower nominal level gives a lower
+threshold, a larger budget (within the contract) less noise (for DP-APS the paper's
+Remark 5.3). Calibration size is a cost, never compared. Exact ties keep the first
+configuration of the grid.
 """
 
 from __future__ import annotations
 
 import math
+from typing import cast
 
-from ..privacy import PrivacyGuarantee
-from ._contract import Contract, card_coordinates, check_contract
-from ._records import Candidate, Certificate, TrainingPrivacy
-from ._serial import canonical_json
+from ._codec import canonical_bytes
+from ._contract import Clause, Contract, check_contract
+from ._records import Candidate
 
 __all__ = [
     "DOMINANCE_RULE",
-    "PRIVACY_PARAMETERS",
     "best_attempted",
-    "candidate_clauses",
+    "clauses_of",
     "composed_spend",
+    "coverage_margin",
     "non_dominated",
     "priority_order",
 ]
@@ -42,39 +40,36 @@ DOMINANCE_RULE = (
     "Formal screening first: Eq. (3) on every configuration's certificate, no data read. "
     "Among feasible configurations that differ only in nominal coverage and calibration "
     "budget, keep those not dominated by one with lower-or-equal nominal coverage and "
-    "larger-or-equal (epsilon_cal, delta_cal) (paper 003 Remark 5.3); calibration sizes "
-    "are not compared. Evaluate the kept ones in order of nominal coverage (ascending), "
+    "larger-or-equal (epsilon_cal, delta_cal) (contract-cards paper, Remark 5.3); calibration "
+    "sizes are not compared. Evaluate the kept ones in order of nominal coverage (ascending), "
     "epsilon_cal (descending), calibration size (descending); choose the evaluated one "
     "with the smallest mean set size (mean width for regression) on the evaluation data, "
     "or the first in that order when no evaluation data is given."
 )
 
 
-def candidate_clauses(
-    contract: Contract,
-    training: TrainingPrivacy,
-    calibration: PrivacyGuarantee,
-    certificate: Certificate,
-):
+def clauses_of(contract: Contract, candidate: Candidate) -> tuple[Clause, ...]:
     """Eq. (3) for one grid configuration, from its own (planned) guarantees."""
-    return check_contract(contract, card_coordinates(training, calibration, certificate, None))
+    return check_contract(
+        contract, candidate.training, candidate.calibration, candidate.certificate
+    )
 
 
-def _group_key(candidate: Candidate) -> str:
+def coverage_margin(contract: Contract, candidate: Candidate) -> float:
+    """``L_marg - gamma_target`` of one grid configuration."""
+    return cast(float, clauses_of(contract, candidate)[0].margin)
+
+
+def _group_key(candidate: Candidate) -> bytes:
     configuration = candidate.configuration
-    mechanism_params = {
-        key: value
-        for key, value in configuration.mechanism.params.items()
-        if key not in PRIVACY_PARAMETERS
-    }
-    return canonical_json(
+    params = configuration.mechanism.params
+    score = configuration.conformity_score
+    return canonical_bytes(
         {
             "task": configuration.task,
             "mechanism": configuration.mechanism.name,
-            "mechanism_params": mechanism_params,
-            "score": None
-            if configuration.conformity_score is None
-            else [configuration.conformity_score.name, configuration.conformity_score.params],
+            "params": {k: v for k, v in params.items() if k not in PRIVACY_PARAMETERS},
+            "score": None if score is None else [score.name, score.params],
             "estimator": configuration.estimator,
             "training": [candidate.training.epsilon, candidate.training.delta],
             "n_samples": configuration.n_samples,
@@ -84,30 +79,23 @@ def _group_key(candidate: Candidate) -> str:
 
 def _dominates(a: Candidate, b: Candidate) -> bool:
     gamma_a, gamma_b = a.configuration.nominal_coverage, b.configuration.nominal_coverage
-    eps_a, eps_b = a.calibration.epsilon, b.calibration.epsilon
-    delta_a, delta_b = a.calibration.delta, b.calibration.delta
-    no_worse = gamma_a <= gamma_b and eps_a >= eps_b and delta_a >= delta_b
-    if not no_worse:
-        return False
-    strictly = gamma_a < gamma_b or eps_a > eps_b or delta_a > delta_b
-    return strictly or a.index < b.index
+    cal_a, cal_b = a.calibration, b.calibration
+    no_worse = gamma_a <= gamma_b and cal_a.epsilon >= cal_b.epsilon and cal_a.delta >= cal_b.delta
+    strictly = gamma_a < gamma_b or cal_a.epsilon > cal_b.epsilon or cal_a.delta > cal_b.delta
+    return no_worse and (strictly or a.index < b.index)
 
 
-def non_dominated(candidates: tuple[Candidate, ...] | list[Candidate]) -> dict[int, int | None]:
+def non_dominated(candidates) -> dict[int, int | None]:
     """For every formally feasible candidate: None if kept, else the index dominating it."""
-    feasible = [c for c in candidates if c.formally_feasible]
-    groups: dict[str, list[Candidate]] = {}
-    for candidate in feasible:
-        groups.setdefault(_group_key(candidate), []).append(candidate)
-    result: dict[int, int | None] = {}
-    for members in groups.values():
-        for candidate in members:
-            winner = next(
-                (o.index for o in members if o is not candidate and _dominates(o, candidate)),
-                None,
-            )
-            result[candidate.index] = winner
-    return result
+    groups: dict[bytes, list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.formally_feasible:
+            groups.setdefault(_group_key(candidate), []).append(candidate)
+    return {
+        c.index: next((o.index for o in group if o is not c and _dominates(o, c)), None)
+        for group in groups.values()
+        for c in group
+    }
 
 
 def priority_order(candidates: list[Candidate]) -> list[Candidate]:
@@ -124,28 +112,21 @@ def priority_order(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def best_attempted(contract: Contract, candidates) -> Candidate:
-    """The configuration an infeasibility card reports.
-
-    The one satisfying the most clauses of Eq. (3); ties go to the largest coverage
-    margin, then to the first in the grid.
-    """
+    """The configuration an infeasibility card reports (most clauses met, then margin)."""
 
     def key(candidate: Candidate):
-        clauses = candidate_clauses(
-            contract, candidate.training, candidate.calibration, candidate.certificate
-        )
-        return (-sum(c.satisfied for c in clauses), -clauses[0].margin, candidate.index)
+        met = sum(c.satisfied for c in clauses_of(contract, candidate))
+        return (-met, -coverage_margin(contract, candidate), candidate.index)
 
     return min(candidates, key=key)
 
 
-def composed_spend(guarantees: list[PrivacyGuarantee], split: str) -> tuple[float, float]:
+def composed_spend(guarantees, split: str) -> tuple[float, float]:
     """Calibration (epsilon, delta) of several releases on the same calibration set.
 
-    ``"disjoint"``: each record is in one calibration only, so parallel composition
-    gives the maximum. ``"shared"``: basic sequential composition gives the sums
-    (Dwork & Roth 2014, Thm. 3.16). A guarantee that does not hold counts as
-    ``(inf, 1)``.
+    ``"disjoint"`` rows: parallel composition, the maximum. ``"shared"``: basic
+    sequential composition, the sums (Dwork & Roth 2014, Thm. 3.16). A guarantee that
+    does not hold counts as ``(inf, 1)``.
     """
     pairs = [(g.epsilon, g.delta) if g.holds else (math.inf, 1.0) for g in guarantees]
     if not pairs:

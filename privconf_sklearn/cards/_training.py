@@ -16,18 +16,18 @@ import numbers
 
 from sklearn.pipeline import Pipeline
 
-from ._records import TrainingPrivacy
+from .._validation import validate_params
+from ._records import BUDGET, UNIT, TrainingPrivacy, optional
 
-__all__ = ["check_budget", "describe_estimator", "training_privacy"]
+__all__ = ["check_stated", "describe_estimator", "stated_training", "training_privacy"]
 
 
 def _components(estimator):
     """Leaf estimators of (nested) pipelines and frozen estimators, in order."""
     if isinstance(estimator, Pipeline):
         for _, step in estimator.steps:
-            if step is None or (isinstance(step, str) and step == "passthrough"):
-                continue
-            yield from _components(step)
+            if step is not None and not (isinstance(step, str) and step == "passthrough"):
+                yield from _components(step)
         return
     inner = getattr(estimator, "estimator", None)
     if type(estimator).__name__ == "FrozenEstimator" and inner is not None:
@@ -53,13 +53,23 @@ def describe_estimator(estimator) -> str:
     return _class_path(estimator)
 
 
-def check_budget(value, name: str) -> float:
-    """A stated privacy budget: a real number >= 0 (``inf`` allowed), as a float."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or math.isnan(value):
-        raise ValueError(f"{name} must be a real number >= 0 (inf allowed); got {value!r}.")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0; got {value!r}.")
-    return float(value)
+def check_stated(epsilon_train, delta_train) -> tuple[float | None, float | None]:
+    """A stated training budget: epsilon >= 0 (inf allowed) and delta in [0, 1], or None."""
+    checked = validate_params(
+        "ContractCard",
+        {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)},
+        {"epsilon_train": epsilon_train, "delta_train": delta_train},
+    )
+    return checked["epsilon_train"], checked["delta_train"]
+
+
+def stated_training(epsilon_train, delta_train) -> TrainingPrivacy:
+    """Training privacy stated by the user for a card without a model on record."""
+    epsilon, delta = check_stated(epsilon_train, delta_train)
+    delta = 0.0 if delta is None else delta
+    if epsilon is None:
+        return TrainingPrivacy(math.inf, delta, "not stated (no model on record)")
+    return TrainingPrivacy(epsilon, delta, "stated by the user")
 
 
 def training_privacy(estimator, epsilon_train=None, delta_train=None) -> TrainingPrivacy:
@@ -82,47 +92,39 @@ def training_privacy(estimator, epsilon_train=None, delta_train=None) -> Trainin
 
     Raises
     ------
-    ValueError
-        If a stated budget is negative or NaN, or ``epsilon_train`` under-states the
+    TypeError, ValueError
+        If a stated budget is not a number, negative or NaN, or under-states the
         diffprivlib models' total.
     """
+    epsilon, delta = check_stated(epsilon_train, delta_train)
     components = list(_components(estimator))
     private = [c for c in components if _is_diffprivlib(c)]
-    others = [c for c in components if not _is_diffprivlib(c)]
-    reported = math.fsum(float(c.epsilon) for c in private) if private else None
+    others = ", ".join(type(c).__name__ for c in components if not _is_diffprivlib(c))
+    reported = math.fsum(float(c.epsilon) for c in private)
     reported_delta = math.fsum(
-        float(getattr(c, "delta", 0.0))
-        for c in private
-        if isinstance(getattr(c, "delta", 0.0), numbers.Real)
+        float(d) for c in private if isinstance(d := getattr(c, "delta", 0.0), numbers.Real)
     )
     names = " + ".join(f"{type(c).__name__}.epsilon" for c in private)
-    if epsilon_train is None:
+    if epsilon is None:
         if private and not others:
-            delta = (
-                reported_delta if delta_train is None else check_budget(delta_train, "delta_train")
-            )
+            delta = reported_delta if delta is None else delta
             return TrainingPrivacy(reported, delta, f"diffprivlib: {names}")
-        unknown = ", ".join(type(c).__name__ for c in others)
         return TrainingPrivacy(
             math.inf,
-            0.0 if delta_train is None else check_budget(delta_train, "delta_train"),
-            f"not known to be private ({unknown} is not a diffprivlib model); "
+            0.0 if delta is None else delta,
+            f"not known to be private ({others} is not a diffprivlib model); "
             "pass epsilon_train= to state it",
         )
-    epsilon = check_budget(epsilon_train, "epsilon_train")
-    if reported is not None and epsilon < reported:
+    if private and epsilon < reported:
         raise ValueError(
             f"epsilon_train={epsilon_train!r} is below the {reported:g} the diffprivlib "
             f"steps report ({names}); a card must not under-state the training budget."
         )
-    if delta_train is None:
-        delta = reported_delta
-    else:
-        delta = check_budget(delta_train, "delta_train")
-        if delta < reported_delta:
-            raise ValueError(
-                f"delta_train={delta_train!r} is below the {reported_delta:g} the "
-                "diffprivlib steps report."
-            )
-    note = f" (diffprivlib steps report {reported:g})" if reported is not None else ""
+    if delta is not None and delta < reported_delta:
+        raise ValueError(
+            f"delta_train={delta_train!r} is below the {reported_delta:g} the "
+            "diffprivlib steps report."
+        )
+    note = f" (diffprivlib steps report {reported:g})" if private else ""
+    delta = reported_delta if delta is None else delta
     return TrainingPrivacy(epsilon, delta, f"stated by the user{note}")

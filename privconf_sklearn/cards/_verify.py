@@ -1,51 +1,54 @@
-"""Verify a contract card from its serialised form alone (paper 003 Observation 4.1).
+"""Verify a contract card from its serialised form alone (the paper's Observation 4.1).
 
-The verifier trusts nothing on the card it can recompute:
+The verifier never raises on a card, whatever its content, and trusts nothing on it
+that it can recompute:
 
-1. the digest of the formal layer (any edit of the JSON after it was written);
-2. ``L(c)``, its confidence and reachability, by rebuilding the mechanism from the
-   recorded class and parameters and calling its ``coverage_certificate(n, alpha)``
-   (public quantities only); the calibration guarantee, from its
-   ``privacy_guarantee()`` (a card may record a *weaker* guarantee, e.g. one marked as
-   not holding, never a stronger one);
-3. every clause of Eq. (3), its margin and the decision, from the recorded contract
-   and coordinates;
-4. for a search, every grid configuration's certificate and feasibility, the counts,
+1. the card's form: bounded size and nesting, no duplicate keys, every field of the
+   schema with its type and range (sizes positive integers, ``alpha`` in (0, 1),
+   budgets non-negative, thresholds and bounds in [0, 1], no NaN), and the consistency
+   rules between fields (an uninformative release is a threshold of 1, data-derived
+   score bounds break the calibration guarantee, ...);
+2. the digest of the formal layer and, given the issuer's public key, its signature;
+3. ``L(c)``, its confidence and reachability, by rebuilding the mechanism from the
+   recorded class and parameters and calling ``coverage_certificate(n, alpha)``; the
+   calibration guarantee, from ``privacy_guarantee()`` restated for the recorded
+   adjacency (a card may record a *weaker* guarantee, never a stronger one);
+4. every clause of Eq. (3), its margin and the decision;
+5. for a search, every grid configuration's certificate and feasibility, the counts,
    the dominance statuses, the reported failed margin and the composed privacy spend.
 
 Training privacy and the released threshold cannot be recomputed without the model and
-the data; the digest protects them against edits, not against a dishonest writer (an
-unkeyed digest can be recomputed by whoever edits the card: sign the JSON file if that
-matters).
+the data: the digest protects them against accidental edits, a signature against a
+dishonest writer.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import inspect
 import math
 import os
-import pkgutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from .. import mechanisms as _mechanisms
-from ..mechanisms import QuantileMechanism
-from ..privacy import PrivacyGuarantee
+from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
+from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._card import ContractCard
-from ._contract import Clause, card_coordinates, check_contract, decision_of, marginal_lower_bound
-from ._records import Certificate, ComponentSpec, Configuration
+from ._contract import Clause, Contract, check_contract, decision_of
+from ._records import Candidate, Certificate, ComponentSpec, Configuration, Selection
 from ._selection import (
     DOMINANCE_RULE,
     best_attempted,
-    candidate_clauses,
+    clauses_of,
     composed_spend,
+    coverage_margin,
     non_dominated,
 )
-from ._serial import CardFormatError
 
-__all__ = ["Verification", "verify_card"]
+__all__ = ["MECHANISMS", "Verification", "verify_card"]
+
+#: The mechanisms a card may name, by class name (a card cannot name code to load).
+MECHANISMS: dict[str, type[QuantileMechanism]] = {
+    cls.__name__: cls for cls in (DPAPS, ExponQ, FedCP2QQ, FedCPQQ, PCOQS, SplitConformal)
+}
 
 #: Relative tolerance when comparing a recomputed ``L(c)`` or privacy loss with the
 #: recorded one (another platform's libm may differ in the last bits of a logarithm).
@@ -62,18 +65,24 @@ class Verification:
         ``accepted``: consistent and every clause of Eq. (3) holds. ``rejected``:
         consistent, but the configuration does not meet the contract (see
         ``failed_clauses``). ``unchecked``: consistent, no contract recorded.
-        ``inconsistent``: unreadable, edited, or a recorded field disagrees with its
-        recomputation (see ``problems``).
+        ``inconsistent``: unreadable, malformed, edited, wrongly signed, or a recorded
+        field disagrees with its recomputation (see ``problems``).
     clauses : tuple of Clause
-        Eq. (3) recomputed from the card (with the recomputed certificate when the
-        mechanism could be rebuilt).
+        Eq. (3) recomputed from the card.
     problems : tuple of str
         Every inconsistency found.
+    informative : bool or None, default=None
+        Whether the release is informative (None: no release, or unreadable). An
+        accepted card with an uninformative release meets Eq. (3) with trivial sets.
+    authenticated : bool, default=False
+        True when a public key was given and the card's signature verified under it.
     """
 
     status: str
     clauses: tuple[Clause, ...]
     problems: tuple[str, ...]
+    informative: bool | None = None
+    authenticated: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -91,8 +100,14 @@ class Verification:
         return {"accepted": 0, "rejected": 1, "unchecked": 1}.get(self.status, 2)
 
     def report(self) -> str:
-        """Human-readable summary: status, failed clauses with margins, problems."""
-        lines = [f"card verification: {self.status.upper()}"]
+        """Human-readable summary: status, clauses with margins, problems."""
+        status = self.status.upper()
+        if self.informative is False:
+            status += " (UNINFORMATIVE release: every set is the whole label set / every "
+            status += "interval the whole score range)"
+        lines = [f"card verification: {status}"]
+        if self.authenticated:
+            lines.append("  signature: valid under the given public key")
         for clause in self.clauses:
             mark = "ok  " if clause.satisfied else "FAIL"
             margin = "" if clause.margin is None else f"  margin {clause.margin:+.6g}"
@@ -101,147 +116,84 @@ class Verification:
         return "\n".join(lines)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Exact equality, with NaN equal to NaN."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return a == b
-
-
-def _same_clause(a: Clause, b: Clause) -> bool:
-    return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in fields(Clause))
-
-
-def _close(a: float, b: float) -> bool:
-    """Equal up to :data:`RTOL` (exactly equal for infinities and zeros)."""
+def _close(a: float | None, b: float | None) -> bool:
+    """Equal up to :data:`RTOL` (exactly equal for None, infinities and zeros)."""
+    if a is None or b is None:
+        return a is b
     return a == b or math.isclose(a, b, rel_tol=RTOL, abs_tol=0.0)
 
 
 def _rebuild(spec: ComponentSpec, registry: dict[str, type]) -> QuantileMechanism:
+    """The mechanism from its class name and recorded ``get_params()``."""
     cls = registry.get(spec.name)
     if cls is None:
         raise LookupError(
             f"mechanism {spec.name!r} is not a privconf_sklearn mechanism (pass "
             "mechanisms={name: class} to verify cards of other mechanisms)"
         )
-    unrepresentable = [k for k, v in spec.params.items() if isinstance(v, dict) and "$repr" in v]
+    unrepresentable = sorted(k for k, v in spec.params.items() if isinstance(v, dict))
     if unrepresentable:
-        raise LookupError(
-            f"parameters {unrepresentable} of {spec.name} were not recorded as values"
-        )
+        raise LookupError(f"parameters {unrepresentable} were not recorded as values")
     return cls(**spec.params)
 
 
-@functools.cache
-def _package_mechanisms() -> dict[str, type]:
-    """Every public mechanism class of privconf_sklearn.mechanisms, by name.
-
-    Only this package's own modules are imported; a card cannot name code to load.
-    """
-    for module in pkgutil.iter_modules(_mechanisms.__path__):
-        importlib.import_module(f"{_mechanisms.__name__}.{module.name}")
-    registry, pending = {}, [QuantileMechanism]
-    while pending:
-        for cls in pending.pop().__subclasses__():
-            pending.append(cls)
-            if cls.__module__.startswith(_mechanisms.__name__) and not (
-                cls.__name__.startswith("_") or inspect.isabstract(cls)
-            ):
-                registry[cls.__name__] = cls
-    return registry
-
-
-def _registry(extra: dict[str, type] | None) -> dict[str, type]:
-    registry = dict(_package_mechanisms())
-    for name, cls in (extra or {}).items():
-        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
-            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
-        registry[name] = cls
-    return registry
-
-
-def _same_guarantee(
-    recorded: PrivacyGuarantee, planned: PrivacyGuarantee, reachable: bool, released: bool
-) -> bool:
-    """Whether a recorded calibration guarantee is one the mechanism can have given.
-
-    A configuration that was not calibrated carries exactly the planned guarantee. A
-    calibration may also carry it marked as not holding (an estimator-level assumption
-    was broken; the description then says why), or, when the level is unreachable,
-    the zero-loss guarantee of a release that did not read the data.
-    """
-    same_numbers = (
-        recorded.notion == planned.notion
-        and recorded.adjacency == planned.adjacency
-        and _close(recorded.epsilon, planned.epsilon)
-        and _close(recorded.delta, planned.delta)
-        and (
-            recorded.rho == planned.rho
-            if recorded.rho is None or planned.rho is None
-            else _close(recorded.rho, planned.rho)
-        )
+def _planned(configuration: Configuration, registry) -> tuple[Certificate, PrivacyGuarantee]:
+    mechanism = _rebuild(configuration.mechanism, registry)
+    sizes = configuration.agent_sizes
+    extra = {} if sizes is None else {"agent_sizes": sizes}
+    planned = mechanism.coverage_certificate(configuration.n_samples, configuration.alpha, **extra)
+    certificate = Certificate.of(
+        planned.lower_bound, planned.confidence, planned.feasible, planned.reason
     )
-    if same_numbers and recorded.holds and recorded.description == planned.description:
+    return certificate, mechanism.privacy_guarantee()
+
+
+def _same_numbers(a: PrivacyGuarantee, b: PrivacyGuarantee) -> bool:
+    return (
+        a.notion == b.notion
+        and a.adjacency == b.adjacency
+        and _close(a.epsilon, b.epsilon)
+        and _close(a.delta, b.delta)
+        and _close(a.rho, b.rho)
+    )
+
+
+def _same_guarantee(recorded, planned, reachable: bool, released: bool) -> bool:
+    """Whether ``recorded`` is a guarantee the mechanism can have given.
+
+    ``planned`` is the rebuilt mechanism's guarantee, restated for the recorded
+    adjacency. A configuration that was not calibrated carries exactly it. A
+    calibration may also carry it marked as not holding (an estimator-level assumption
+    broke; the description then says why), or, when the level is unreachable, the
+    zero-loss guarantee of a release that did not read the data.
+    """
+    if recorded.adjacency != planned.adjacency and recorded.adjacency in ADJACENCIES:
+        restated = planned.under(recorded.adjacency)
+    else:
+        restated = planned
+    same = _same_numbers(recorded, restated)
+    if same and recorded.holds == restated.holds and recorded.description == restated.description:
         return True
     if not released:
         return False
-    if same_numbers and not recorded.holds:
+    if same and not recorded.holds:
         return recorded.description.startswith(planned.description.strip())
-    return (
-        not reachable
-        and recorded.notion == "pure"
-        and recorded.epsilon == 0.0
-        and recorded.delta == 0.0
-        and recorded.holds
-    )
+    untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta
+    return not reachable and untouched and recorded.holds
 
 
-def _recompute(
-    where: str,
-    configuration: Configuration,
-    certificate: Certificate,
-    privacy: PrivacyGuarantee,
-    registry: dict[str, type],
-    problems: list[str],
-    *,
-    released: bool,
-) -> Certificate | None:
+def _recompute(where, configuration, certificate, privacy, registry, problems, released):
     """Check a recorded certificate and guarantee against the rebuilt mechanism.
 
-    ``released``: whether the record is of a calibration that ran (its guarantee may
-    then be weakened or untouched, see :func:`_same_guarantee`). Returns the
-    recomputed certificate, or None if the mechanism cannot be rebuilt.
+    Returns the recomputed certificate, or None if the mechanism cannot be rebuilt or
+    fails on the recorded parameters (any exception: the card is then unverifiable).
     """
-    if not _close(configuration.nominal_coverage, 1.0 - configuration.alpha):
-        problems.append(
-            f"{where}: nominal_coverage {configuration.nominal_coverage!r} is not "
-            f"1 - alpha = {1.0 - configuration.alpha!r}."
-        )
-    if certificate.marginal_lower_bound != marginal_lower_bound(
-        certificate.lower_bound, certificate.confidence
-    ):
-        problems.append(f"{where}: marginal_lower_bound is not L - (1 - confidence).")
     try:
-        mechanism = _rebuild(configuration.mechanism, registry)
-        if configuration.agent_sizes is None:
-            planned = mechanism.coverage_certificate(configuration.n_samples, configuration.alpha)
-        else:
-            planned = mechanism.coverage_certificate(
-                configuration.n_samples,
-                configuration.alpha,
-                agent_sizes=configuration.agent_sizes,
-            )
-        guarantee = mechanism.privacy_guarantee()
-    except (LookupError, TypeError, ValueError) as exc:
+        recomputed, planned = _planned(configuration, registry)
+    except Exception as exc:  # a crafted card must not crash the verifier
         problems.append(f"{where}: cannot recompute L(c) from the configuration: {exc}")
         return None
-    recomputed = Certificate(
-        lower_bound=float(planned.lower_bound),
-        confidence=float(planned.confidence),
-        marginal_lower_bound=marginal_lower_bound(planned.lower_bound, planned.confidence),
-        level_reachable=bool(planned.feasible),
-        reason=planned.reason,
-    )
+    name = configuration.mechanism.name
     if not (
         _close(certificate.lower_bound, recomputed.lower_bound)
         and _close(certificate.confidence, recomputed.confidence)
@@ -250,142 +202,159 @@ def _recompute(
         problems.append(
             f"{where}: recorded certificate (L = {certificate.lower_bound!r}, confidence "
             f"{certificate.confidence!r}, reachable {certificate.level_reachable}) differs "
-            f"from {configuration.mechanism.name}.coverage_certificate("
-            f"{configuration.n_samples}, {configuration.alpha!r}) = (L = "
-            f"{recomputed.lower_bound!r}, confidence {recomputed.confidence!r}, reachable "
-            f"{recomputed.level_reachable})."
+            f"from {name}.coverage_certificate({configuration.n_samples}, "
+            f"{configuration.alpha!r}) = (L = {recomputed.lower_bound!r}, confidence "
+            f"{recomputed.confidence!r}, reachable {recomputed.level_reachable})."
         )
-    if recomputed.level_reachable == certificate.level_reachable and (
-        certificate.reason != recomputed.reason
-    ):
+    elif certificate.reason != recomputed.reason:
         problems.append(
             f"{where}: recorded reason {certificate.reason!r} is not the mechanism's "
             f"{recomputed.reason!r}."
         )
-    if not _same_guarantee(privacy, guarantee, recomputed.level_reachable, released):
+    if not _same_guarantee(privacy, planned, recomputed.level_reachable, released):
         problems.append(
             f"{where}: recorded calibration privacy ({privacy.notion}, epsilon "
-            f"{privacy.epsilon!r}, delta {privacy.delta!r}, rho {privacy.rho!r}, "
-            f"{privacy.adjacency}, holds {privacy.holds}) is not what "
-            f"{configuration.mechanism.name}.privacy_guarantee() gives ({guarantee.notion}, "
-            f"epsilon {guarantee.epsilon!r}, delta {guarantee.delta!r}, rho "
-            f"{guarantee.rho!r}, {guarantee.adjacency})"
-            + ("" if released else " for a configuration that was not calibrated")
-            + "."
+            f"{privacy.epsilon!r}, delta {privacy.delta!r}, {privacy.adjacency}, holds "
+            f"{privacy.holds}) is not what {name}.privacy_guarantee() gives ("
+            f"{planned.notion}, epsilon {planned.epsilon!r}, delta {planned.delta!r}, "
+            f"{planned.adjacency}) under that adjacency"
+            + ("." if released else " for a configuration that was not calibrated.")
         )
     return recomputed
 
 
-def _check_selection(card: ContractCard, registry, problems: list[str]) -> None:
-    selection, contract = card.selection, card.contract
-    if contract is None:
-        problems.append("selection: a search card must record its contract.")
-        return
-    if selection.rule != DOMINANCE_RULE:
-        problems.append("selection: the recorded rule is not this library's selection rule.")
-    candidates = selection.candidates
-    if [c.index for c in candidates] != list(range(len(candidates))):
-        problems.append("selection: candidate indices are not 0, 1, ..., N - 1.")
-        return
-    if selection.n_checked != len(candidates):
+def _check_candidate(contract: Contract, candidate: Candidate, registry, problems) -> None:
+    where = f"selection.candidates[{candidate.index}]"
+    released = candidate.status in ("evaluated", "chosen")
+    _recompute(
+        where,
+        candidate.configuration,
+        candidate.certificate,
+        candidate.calibration,
+        registry,
+        problems,
+        released,
+    )
+    clauses = clauses_of(contract, candidate)
+    feasible = all(c.satisfied for c in clauses)
+    if feasible != candidate.formally_feasible:
         problems.append(
-            f"selection: n_checked = {selection.n_checked} but {len(candidates)} "
-            "configurations are recorded."
+            f"{where}: formally_feasible = {candidate.formally_feasible} but Eq. (3) on its "
+            f"certificate gives {feasible}."
         )
-    for candidate in candidates:
-        where = f"selection.candidates[{candidate.index}]"
-        _recompute(
-            where,
-            candidate.configuration,
-            candidate.certificate,
-            candidate.calibration,
-            registry,
-            problems,
-            released=candidate.status in ("evaluated", "chosen"),
+    if (candidate.status == "infeasible") == candidate.formally_feasible:
+        problems.append(
+            f"{where}: status {candidate.status!r} contradicts formally_feasible = "
+            f"{candidate.formally_feasible}."
         )
-        clauses = candidate_clauses(
-            contract, candidate.training, candidate.calibration, candidate.certificate
-        )
-        feasible = all(c.satisfied for c in clauses)
-        if feasible != candidate.formally_feasible:
-            problems.append(
-                f"{where}: formally_feasible = {candidate.formally_feasible} but Eq. (3) "
-                f"on its certificate gives {feasible}."
-            )
-        if (candidate.status == "infeasible") == candidate.formally_feasible:
-            problems.append(
-                f"{where}: status {candidate.status!r} contradicts formally_feasible = "
-                f"{candidate.formally_feasible}."
-            )
-    kept = non_dominated(candidates)
-    for index, winner in kept.items():
+
+
+def _check_summary(contract: Contract, selection: Selection, problems: list[str]) -> None:
+    """Dominance statuses, counts, failed margin and composed spend of a search."""
+    candidates = selection.candidates
+    for index, winner in non_dominated(candidates).items():
         status = candidates[index].status
         if (winner is None) == (status == "dominated"):
+            found = "keeps it." if winner is None else f"finds it dominated by {winner}."
             problems.append(
-                f"selection.candidates[{index}]: status {status!r} but the dominance rule "
-                + ("keeps it." if winner is None else f"finds it dominated by {winner}.")
+                f"selection.candidates[{index}]: status {status!r} but the dominance rule " + found
             )
     statuses = [c.status for c in candidates]
-    counts = {
+    spent = composed_spend(
+        [c.calibration for c in candidates if c.status in ("evaluated", "chosen")],
+        selection.calibration_split,
+    )
+    margins = [coverage_margin(contract, c) for c in candidates]
+    expected = {
+        "n_checked": len(candidates),
         "n_formally_feasible": sum(c.formally_feasible for c in candidates),
         "n_selected": sum(s in ("skipped", "evaluated", "chosen") for s in statuses),
         "n_evaluated": sum(s in ("evaluated", "chosen") for s in statuses),
+        "best_coverage_margin": max(margins, default=None),
+        "spent_epsilon_cal": spent[0],
+        "spent_delta_cal": spent[1],
     }
-    for name, value in counts.items():
-        if getattr(selection, name) != value:
-            problems.append(
-                f"selection: {name} = {getattr(selection, name)} but the candidates give {value}."
-            )
-    margins = [
-        candidate_clauses(contract, c.training, c.calibration, c.certificate)[0].margin
-        for c in candidates
-    ]
-    if candidates and not _same(selection.best_coverage_margin, max(margins)):
-        problems.append(
-            f"selection: best_coverage_margin = {selection.best_coverage_margin!r} but the "
-            f"certificates give {max(margins)!r}."
-        )
-    evaluated = [c.calibration for c in candidates if c.status in ("evaluated", "chosen")]
-    if selection.calibration_split not in ("disjoint", "shared"):
-        problems.append(f"selection: unknown calibration_split {selection.calibration_split!r}.")
-    else:
-        spent = composed_spend(evaluated, selection.calibration_split)
-        recorded = (selection.spent_epsilon_cal, selection.spent_delta_cal)
-        if not (_same(spent[0], recorded[0]) and _same(spent[1], recorded[1])):
-            problems.append(
-                f"selection: spent (epsilon, delta) = {recorded} but composing the evaluated "
-                f"calibrations ({selection.calibration_split} rows) gives {spent}."
-            )
-    chosen = [c for c in candidates if c.status == "chosen"]
+    for name, value in expected.items():
+        recorded = getattr(selection, name)
+        if value is not None and recorded != value:
+            problems.append(f"selection: {name} = {recorded!r} but the candidates give {value!r}.")
+
+
+def _check_choice(card: ContractCard, problems: list[str]) -> None:
+    """The chosen configuration is the card's own; an infeasible search reports its best."""
+    selection = card.selection
+    assert selection is not None and card.contract is not None
+    chosen = [c for c in selection.candidates if c.status == "chosen"]
     if selection.chosen_index is None:
-        if chosen or counts["n_formally_feasible"]:
+        if chosen or selection.n_formally_feasible:
             problems.append("selection: chosen_index is None but a configuration was chosen.")
-        elif candidates:
-            reported = best_attempted(contract, candidates)
-            if reported.configuration != card.configuration:
+        elif selection.candidates:
+            best = best_attempted(card.contract, selection.candidates)
+            if best.configuration != card.configuration:
                 problems.append(
                     "selection: the card's configuration is not the best attempted one "
-                    f"(grid index {reported.index})."
+                    f"(grid index {best.index})."
                 )
         return
-    if len(chosen) != 1 or chosen[0].index != selection.chosen_index:
+    if [c.index for c in chosen] != [selection.chosen_index]:
         problems.append(
             f"selection: chosen_index = {selection.chosen_index} but the statuses mark "
             f"{[c.index for c in chosen]} as chosen."
         )
         return
-    if (
-        chosen[0].configuration != card.configuration
-        or chosen[0].training != card.training_privacy
-        or chosen[0].calibration != card.calibration_privacy
-        or chosen[0].certificate != card.certificate
-    ):
+    mine = (card.configuration, card.training_privacy, card.calibration_privacy, card.certificate)
+    theirs = (chosen[0].configuration, chosen[0].training, chosen[0].calibration)
+    if mine != (*theirs, chosen[0].certificate):
         problems.append("selection: the chosen configuration is not the one on the card.")
     if card.release is None:
         problems.append("selection: a configuration was chosen but the card records no release.")
 
 
-def _load(card) -> ContractCard:
+def _check_selection(card: ContractCard, registry, problems: list[str]) -> None:
+    selection, contract = card.selection, card.contract
+    assert selection is not None
+    if contract is None:
+        problems.append("selection: a search card must record its contract.")
+        return
+    if selection.rule != DOMINANCE_RULE:
+        problems.append("selection: the recorded rule is not this library's selection rule.")
+    if [c.index for c in selection.candidates] != list(range(len(selection.candidates))):
+        problems.append("selection: candidate indices are not 0, 1, ..., N - 1.")
+        return
+    for candidate in selection.candidates:
+        _check_candidate(contract, candidate, registry, problems)
+    _check_summary(contract, selection, problems)
+    _check_choice(card, problems)
+
+
+def _check_clauses(card: ContractCard, recomputed, problems: list[str]) -> tuple[Clause, ...]:
+    """Eq. (3) recomputed from the card (with the recomputed certificate if any)."""
+    if card.contract is None:
+        if card.clauses:
+            problems.append("clauses are recorded but the card has no contract.")
+        return ()
+
+    def clauses_with(certificate):
+        return check_contract(
+            card.contract,
+            card.training_privacy,
+            card.calibration_privacy,
+            certificate,
+            card.selection,
+            card.release,
+        )
+
+    recorded = clauses_with(card.certificate)
+    if recorded != card.clauses:
+        differing = [b.name for a, b in zip(recorded, card.clauses, strict=False) if a != b]
+        problems.append(
+            f"recorded clauses {differing or ['(number of clauses)']} differ from Eq. (3) "
+            "recomputed from the card's contract and coordinates."
+        )
+    return clauses_with(card.certificate if recomputed is None else recomputed)
+
+
+def _load(card: Any) -> ContractCard:
     if isinstance(card, ContractCard):
         return card
     if isinstance(card, os.PathLike):
@@ -395,31 +364,89 @@ def _load(card) -> ContractCard:
         return ContractCard.load(card)
     if isinstance(card, str | bytes):
         return ContractCard.from_json(card)
-    if isinstance(card, dict):
-        return ContractCard.from_dict(card)
-    raise TypeError(
-        "card must be a ContractCard, JSON text, a parsed JSON dict or a path; got "
-        f"{type(card).__name__}."
+    return ContractCard.from_dict(card)
+
+
+def _registry(extra) -> dict[str, type]:
+    registry = dict(MECHANISMS)
+    if extra is None:
+        return registry
+    if not isinstance(extra, dict):
+        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
+    for name, cls in extra.items():
+        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
+            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
+        registry[str(name)] = cls
+    return registry
+
+
+def _problems(card: ContractCard, registry, key, problems: list[str]) -> tuple[Clause, ...]:
+    """Every check of a readable card; returns the recomputed clauses."""
+    if card.compute_digest() != card.formal_sha256:
+        problems.append(
+            "formal_sha256 does not match the formal layer: the card was edited after it "
+            "was written."
+        )
+    if key is not None:
+        from ._signing import check_signature
+
+        problem = check_signature(card.signature, card.signed_payload(), key)
+        if problem is not None:
+            problems.append(f"signature: {problem}")
+    recomputed = _recompute(
+        "configuration",
+        card.configuration,
+        card.certificate,
+        card.calibration_privacy,
+        registry,
+        problems,
+        card.release is not None,
     )
+    release = card.release
+    if recomputed is not None and release is not None and not recomputed.level_reachable:
+        if release.threshold != 1.0:
+            problems.append(
+                "release: the level is unreachable, so the mechanism releases threshold 1; "
+                f"the card records {release.threshold!r}."
+            )
+    if card.selection is not None:
+        _check_selection(card, registry, problems)
+    clauses = _check_clauses(card, recomputed, problems)
+    decision = decision_of(card.contract, clauses)
+    if card.decision != decision:
+        problems.append(f"recorded decision {card.decision!r} but Eq. (3) gives {decision!r}.")
+    return clauses
 
 
-def verify_card(card, *, mechanisms: dict[str, type] | None = None) -> Verification:
+def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     """Recompute Eq. (3) and every recomputable formal field of a card.
+
+    Never raises on the card itself: an unreadable, malformed or edited card gives
+    status ``"inconsistent"`` with the problems named.
 
     Parameters
     ----------
     card : ContractCard, str, bytes, dict or path-like
-        The card, its JSON text, the parsed JSON, or a path to the JSON file (a string
-        that does not start with ``{`` is read as a path).
+        The card, its JSON text, the parsed JSON (``json.loads(text)``), or a path to
+        the JSON file (a string that does not start with ``{`` is read as a path).
     mechanisms : dict of str to type, default=None
         Extra mechanism classes by name (for mechanisms outside
         :mod:`privconf_sklearn.mechanisms`).
+    public_key : Ed25519PublicKey or bytes, default=None
+        The issuer's Ed25519 public key (object, 32 raw bytes or PEM), obtained from the
+        issuer rather than from the card. Given, the card must carry a valid signature
+        by that key (``Verification.authenticated``); needs ``cryptography``.
 
     Returns
     -------
     Verification
         ``status`` is ``"accepted"`` exactly when the card is consistent and the
         recorded configuration meets the recorded contract (Observation 4.1).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Only for a bad ``mechanisms`` or ``public_key`` argument.
 
     Examples
     --------
@@ -437,62 +464,23 @@ def verify_card(card, *, mechanisms: dict[str, type] | None = None) -> Verificat
     >>> round(result.failed_clauses[0].margin, 6)
     -0.05
     """
+    registry = _registry(mechanisms)
+    key = None
+    if public_key is not None:
+        from ._signing import public_key_hex
+
+        key = public_key_hex(public_key)
     try:
         card = _load(card)
-    except (CardFormatError, OSError, UnicodeDecodeError) as exc:
+    except (ValueError, OSError) as exc:
         return Verification("inconsistent", (), (f"unreadable card: {exc}",))
-    registry = _registry(mechanisms)
     problems: list[str] = []
-    if card.compute_digest() != card.formal_sha256:
-        problems.append(
-            "formal_sha256 does not match the formal layer: the card was edited after it "
-            "was written."
-        )
-    recomputed = _recompute(
-        "configuration",
-        card.configuration,
-        card.certificate,
-        card.calibration_privacy,
-        registry,
-        problems,
-        released=card.release is not None,
-    )
-    if card.selection is not None:
-        _check_selection(card, registry, problems)
-    contract = card.contract
-    clauses: tuple[Clause, ...] = ()
-    if contract is not None:
-        recorded = check_contract(
-            contract,
-            card_coordinates(
-                card.training_privacy, card.calibration_privacy, card.certificate, card.selection
-            ),
-        )
-        if len(recorded) != len(card.clauses) or not all(
-            _same_clause(a, b) for a, b in zip(recorded, card.clauses, strict=False)
-        ):
-            differing = [
-                b.name
-                for a, b in zip(recorded, card.clauses, strict=False)
-                if not _same_clause(a, b)
-            ] or ["(number of clauses)"]
-            problems.append(
-                f"recorded clauses {differing} differ from Eq. (3) recomputed from the "
-                "card's contract and coordinates."
-            )
-        certificate = card.certificate if recomputed is None else recomputed
-        clauses = check_contract(
-            contract,
-            card_coordinates(
-                card.training_privacy, card.calibration_privacy, certificate, card.selection
-            ),
-        )
-    elif card.clauses:
-        problems.append("clauses are recorded but the card has no contract.")
-    decision = decision_of(contract, clauses)
-    if card.decision != decision:
-        problems.append(f"recorded decision {card.decision!r} but Eq. (3) gives {decision!r}.")
+    try:
+        clauses = _problems(card, registry, key, problems)
+    except Exception as exc:  # the verifier reports, it never crashes
+        return Verification("inconsistent", (), (f"cannot verify the card: {exc!r}",))
+    informative = None if card.release is None else card.release.informative
     if problems:
-        return Verification("inconsistent", clauses, tuple(problems))
-    status = {"feasible": "accepted", "infeasible": "rejected"}.get(decision, "unchecked")
-    return Verification(status, clauses, ())
+        return Verification("inconsistent", clauses, tuple(problems), informative)
+    status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
+    return Verification(status, clauses, (), informative, key is not None)

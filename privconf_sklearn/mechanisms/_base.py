@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._random import NoiseSource, check_noise_source
-from .._validation import check_alpha, check_unit_scores
+from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
 from ..privacy import PrivacyGuarantee
 
 __all__ = [
@@ -25,7 +25,11 @@ __all__ = [
     "InfeasibleCalibrationWarning",
     "QuantileMechanism",
     "UninformativeCalibrationWarning",
+    "smallest_feasible_size",
 ]
+
+#: :meth:`QuantileMechanism.min_informative_samples` gives up beyond this size.
+MAX_PLANNED_SAMPLES = 10**15
 
 
 class UninformativeCalibrationWarning(UserWarning):
@@ -47,7 +51,7 @@ class InfeasibleCalibrationWarning(UninformativeCalibrationWarning):
     """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Calibration:
     """Result of a private calibration: threshold plus its certificates.
 
@@ -91,8 +95,14 @@ class Calibration:
         wide as the bounds, whatever the reason (``reason`` says why when the mechanism
         knows).
     details : dict, default={}
-        Mechanism-specific public quantities (bins, gamma, ...) and, where documented as
-        such, data-dependent diagnostics.
+        Mechanism-specific quantities that are public or covered by the privacy
+        guarantee (bins, gamma, target rank, ...): safe to publish.
+    owner_diagnostics : dict, default={}
+        Data-dependent diagnostics computed without noise (e.g. DP-APS's non-private grid
+        threshold and certificate width, P-COQS's clip counts). NOT covered by the
+        privacy guarantee: for the data owner only, never published by default.
+    coverage_holds : bool, default=True
+        False when an assumption of the coverage guarantee broke; ``reason`` says why.
     """
 
     mechanism: str
@@ -115,6 +125,45 @@ class Calibration:
     def __post_init__(self):
         object.__setattr__(self, "informative", bool(self.threshold < 1.0))
 
+    def __repr__(self) -> str:
+        """A short multi-line summary: threshold, level, bounds, privacy, status, details."""
+        lines = [
+            f"Calibration({self.mechanism})",
+            f"  threshold   {_short(self.threshold)}"
+            + ("" if self.informative else "  (top of the range: trivial sets)"),
+            f"  alpha       {_short(self.alpha)}, n_samples = {self.n_samples}"
+            + ("" if self.target_level is None else f", target level {_short(self.target_level)}"),
+            f"  coverage    {self._coverage_summary()}",
+            f"  privacy     {_privacy_summary(self.privacy)}",
+            f"  status      informative={self.informative}, feasible={self.feasible}"
+            + ("" if self.coverage_holds else ", coverage guarantee NOT HOLDING"),
+        ]
+        if self.reason:
+            lines.append(f"  reason      {self.reason}")
+        if self.details:
+            lines.append(f"  details     {_dict_summary(self.details)}")
+        if self.owner_diagnostics:
+            lines.append(
+                f"  owner_diagnostics  {len(self.owner_diagnostics)} entries, not private "
+                f"({', '.join(sorted(self.owner_diagnostics))})"
+            )
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _coverage_summary(self) -> str:
+        text = f">= {_short(self.coverage_lower_bound)}"
+        text += (
+            " (marginal)"
+            if self.lower_bound_confidence == 1.0
+            else f" (with probability {_short(self.lower_bound_confidence)} over the noise)"
+        )
+        if self.coverage_upper_bound is not None:
+            text += f", <= {_short(self.coverage_upper_bound)}"
+            if self.upper_bound_atom_slope:
+                text += f" + {_short(self.upper_bound_atom_slope)} p_max"
+        return text
+
     def upper_bound_with_atoms(self, p_max: float) -> float | None:
         """Coverage upper bound when single score values (or bins) have mass ``p_max``."""
         if self.coverage_upper_bound is None:
@@ -129,13 +178,44 @@ class Calibration:
         return out
 
 
+def _short(value) -> str:
+    """A number with 4 significant digits (other values through ``repr``, cut short)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.4g}"
+    text = repr(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _dict_summary(values: dict[str, Any], limit: int = 6) -> str:
+    shown = [f"{key}={_short(value)}" for key, value in list(values.items())[:limit]]
+    more = len(values) - limit
+    return ", ".join(shown) + (f", ... ({more} more)" if more > 0 else "")
+
+
+def _privacy_summary(privacy: PrivacyGuarantee) -> str:
+    if privacy.notion == "none":
+        text = "none (epsilon = inf)"
+    elif privacy.notion == "zcdp":
+        text = (
+            f"zCDP rho = {_short(privacy.rho)}, i.e. "
+            f"({_short(privacy.epsilon)}, {_short(privacy.delta)})-DP"
+        )
+    else:
+        text = f"{privacy.notion} epsilon = {_short(privacy.epsilon)}"
+    text += f" ({privacy.adjacency})"
+    return text if privacy.holds else text + ", NOT HOLDING"
+
+
 @dataclass(frozen=True)
 class CoverageCertificate:
     """Coverage a mechanism certifies from public quantities alone, before any data.
 
     What a calibration with ``n_samples`` scores at level ``alpha`` would be
     guaranteed, computed without reading data (so without spending privacy). Used by
-    contract cards and the certificate-aware search (paper 003 Sec. 4).
+    contract cards and the certificate-aware search ("Contract Cards for Auditable
+    Private Conformal Prediction", 2026, Sec. 4).
 
     Parameters
     ----------
@@ -231,12 +311,11 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         Returns
         -------
         Calibration
-            Threshold and guarantees. An infeasible request (calibration set too small
-            for the level under this budget) returns threshold 1 with a warning.
+            Threshold and guarantees. A release at the top of the range (infeasible
+            request, or noise that left the threshold there) comes with an
+            :class:`UninformativeCalibrationWarning` and ``informative=False``.
         """
-        alpha = check_alpha(alpha)
-        self._check_params()
-        scores = check_unit_scores(scores)
+        scores, alpha = self._check_calibration_input(scores, alpha)
         groups = self._check_groups(groups, scores.shape[0])
         noise = check_noise_source(random_state)
         calibration = self._calibrate(scores, alpha, groups, noise)
@@ -256,8 +335,54 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             )
         return calibration
 
+    def min_informative_samples(self, alpha: float) -> int:
+        """Smallest calibration size ``n`` with ``coverage_certificate(n, alpha).feasible``.
+
+        From public quantities only (no data, no privacy spent): below this size the
+        mechanism can only return the top of the range (all labels, intervals as wide
+        as the bounds). Feasibility is non-decreasing in ``n`` for every mechanism of
+        the library, so the answer is found by doubling and bisection
+        (:func:`smallest_feasible_size`).
+
+        Parameters
+        ----------
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            If no ``n`` up to ``10^15`` is feasible (e.g. a vanishing epsilon).
+        """
+        alpha = check_alpha(alpha)
+        self._check_params()
+        return smallest_feasible_size(lambda n: self._feasible(n, alpha), type(self).__name__)
+
+    def _feasible(self, n_samples: int, alpha: float) -> bool:
+        """Whether ``(n_samples, alpha)`` is feasible; subclasses may answer faster."""
+        return self.coverage_certificate(n_samples, alpha).feasible
+
+    def _check_calibration_input(self, scores, alpha) -> tuple[np.ndarray, float]:
+        """Validated ``(scores, alpha)`` and parameters, in the order errors are reported."""
+        alpha = check_alpha(alpha)
+        self._check_params()
+        return check_unit_scores(scores), alpha
+
+    #: Accepted forms of each constructor parameter (see
+    #: :func:`privconf_sklearn._validation.validate_params`).
+    _parameter_constraints: dict[str, list[Constraint]] = {}
+
+    def _validated_params(self) -> dict[str, Any]:
+        """The constructor parameters checked against :attr:`_parameter_constraints`."""
+        return validate_params(self, self._parameter_constraints)
+
     def _check_params(self) -> None:
-        """Validate constructor parameters; subclasses extend."""
+        """Validate constructor parameters; subclasses add cross-parameter checks."""
+        self._validated_params()
 
     def _check_groups(self, groups, n_samples: int):
         if not self.requires_groups:
@@ -278,3 +403,32 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
                 f"({n_samples}); got shape {groups.shape}."
             )
         return groups
+
+
+def smallest_feasible_size(feasible, owner: str = "mechanism") -> int:
+    """Smallest ``n >= 1`` with ``feasible(n)``, for a predicate non-decreasing in ``n``.
+
+    Doubling finds a feasible size, bisection the smallest one: about ``2 log2(n)``
+    evaluations.
+
+    Raises
+    ------
+    ValueError
+        If nothing up to :data:`MAX_PLANNED_SAMPLES` is feasible.
+    """
+    high = 1
+    while not feasible(high):
+        if high >= MAX_PLANNED_SAMPLES:
+            raise ValueError(
+                f"{owner}: no calibration size up to {MAX_PLANNED_SAMPLES:.0e} can return "
+                "non-trivial sets at this level and budget."
+            )
+        high = min(2 * high, MAX_PLANNED_SAMPLES)
+    low = high // 2  # infeasible (or 0)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if feasible(middle):
+            high = middle
+        else:
+            low = middle
+    return high

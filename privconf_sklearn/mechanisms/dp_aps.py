@@ -1,20 +1,23 @@
-"""DP-APS: Laplace noise on cumulative counts over a public grid (paper 003, Sec. 5).
+"""DP-APS: Laplace noise on cumulative counts over a public grid.
 
-"Contract Cards for Auditable Private Conformal Prediction" (2026): the calibration
-backend of Sec. 5, Theorem 5.1 (privacy and coverage), Proposition 5.2 (the
-threshold-inflation certificate) and Remark 5.3. No public code exists; this is an
-implementation from the paper (DESIGN.md correction 9), claiming no parity.
+"Contract Cards for Auditable Private Conformal Prediction" (anonymous authors, 2026):
+the calibration backend of its Sec. 5, Theorem 5.1 (privacy and coverage),
+Proposition 5.2 (the threshold-inflation certificate) and Remark 5.3. No public code
+exists; this is an implementation from the paper, claiming no parity. The noise is a
+:class:`~privconf_sklearn.privacy.LaplaceVectorMechanism` with l1 sensitivity ``B``; the
+grid size ``B`` is chosen from public quantities by default (:func:`auto_n_bins`).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
 from .._random import NoiseSource
-from .._validation import check_in_open_interval, check_positive_finite, split_conformal_rank
-from ..privacy import PrivacyGuarantee
+from .._validation import Interval, Options, split_conformal_rank
+from ..privacy import LaplaceVectorMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -25,18 +28,27 @@ from ._binning import bin_counts
 
 __all__ = [
     "DPAPS",
+    "MAX_GRID_SIZE",
+    "auto_n_bins",
+    "certified_level",
     "cumulative_counts",
     "dp_aps_offset",
     "first_crossing",
+    "first_crossing_log_probabilities",
     "grid_quantile_index",
 ]
+
+#: Largest grid size ``B`` accepted: ``B`` Laplace draws and counts per calibration,
+#: and an offset ``B log(B / beta) / epsilon`` that exceeds any realistic ``n`` long
+#: before.
+MAX_GRID_SIZE = 10**6
 
 
 def cumulative_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     """Cumulative counts ``N_b = #{i : s_i <= t_b}`` on the grid ``t_b = b / B``.
 
-    Paper 003 Sec. 5. Computed as the running sum of the bin counts of
-    :func:`~privconf_sklearn.mechanisms._binning.bin_counts`, whose bin index agrees
+    Computed as the running sum of the bin counts of
+    :func:`~privconf_sklearn.mechanisms.expon_q.bin_counts`, whose bin index agrees
     exactly with the floating-point test ``s <= b / B``.
 
     Parameters
@@ -54,14 +66,107 @@ def cumulative_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     return np.cumsum(bin_counts(scores, n_bins))
 
 
+def _count_noise(n_bins: int, epsilon: float) -> LaplaceVectorMechanism:
+    """The Laplace mechanism on the ``B`` cumulative counts (l1 sensitivity ``B``).
+
+    Adding, removing or replacing one score changes each ``N_b`` by at most one, so the
+    vector moves by at most ``B`` in l1 norm (Theorem 5.1, point 1).
+    """
+    return LaplaceVectorMechanism(epsilon, l1_sensitivity=n_bins)
+
+
 def dp_aps_offset(n_bins: int, epsilon: float, beta: float) -> float:
-    """Conservative offset ``lambda = B log(B / beta) / epsilon`` (paper 003 Sec. 5).
+    """Conservative offset ``lambda = B log(B / beta) / epsilon`` (Sec. 5).
 
     A Laplace(``B / epsilon``) variable exceeds ``lambda`` in absolute value with
     probability exactly ``beta / B``, so all ``B`` noises stay within ``lambda`` with
-    probability at least ``1 - beta`` (proof of Theorem 5.1).
+    probability at least ``1 - beta`` (proof of Theorem 5.1;
+    :meth:`~privconf_sklearn.privacy.LaplaceVectorMechanism.tail_bound`).
     """
-    return n_bins * math.log(n_bins / beta) / epsilon
+    return _count_noise(n_bins, epsilon).tail_bound(beta, n_bins)
+
+
+def certified_level(n: int, alpha: float, epsilon: float, beta: float, n_bins) -> np.ndarray:
+    """Level certified by Proposition 5.2 on uniform scores: ``(k + 2 lambda) / n + 1 / B``.
+
+    With probability ``1 - beta`` the threshold is at most ``t_q(ceil(k + 2 lambda))``,
+    the first grid point with ``k + 2 lambda`` scores below it; on scores spread
+    uniformly that is the empirical level ``(k + 2 lambda) / n`` plus at most one grid
+    cell ``1 / B``. The offset grows like ``B log B``, the cell shrinks like ``1 / B``:
+    :func:`auto_n_bins` minimises the sum.
+
+    Parameters
+    ----------
+    n : int
+        Calibration size.
+    alpha, epsilon, beta : float
+        Miscoverage, privacy and failure levels.
+    n_bins : int or ndarray of int
+        Grid size(s) ``B``.
+
+    Returns
+    -------
+    ndarray
+    """
+    bins = np.asarray(n_bins, dtype=np.float64)
+    offset = bins * np.log(bins / beta) / epsilon
+    return (split_conformal_rank(n, alpha) + 2.0 * offset) / n + 1.0 / bins
+
+
+def _largest_feasible_n_bins(n: int, rank: int, epsilon: float, beta: float) -> int | None:
+    """Largest ``B`` in ``[2, MAX_GRID_SIZE]`` with ``k + lambda(B) <= n``, or None."""
+    if rank + dp_aps_offset(2, epsilon, beta) > n:
+        return None
+    low, high = 2, MAX_GRID_SIZE
+    if rank + dp_aps_offset(high, epsilon, beta) <= n:
+        return high
+    while high - low > 1:  # lambda(B) increases with B
+        middle = (low + high) // 2
+        if rank + dp_aps_offset(middle, epsilon, beta) <= n:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@lru_cache(maxsize=1024)
+def auto_n_bins(n: int, alpha: float, epsilon: float, beta: float) -> int | None:
+    """The grid size ``B`` of ``n_bins="auto"``, from public quantities only.
+
+    ``B`` minimises :func:`certified_level` ``(k + 2 lambda(B)) / n + 1 / B`` over the
+    integers ``B >= 2`` with ``k + lambda(B) <= n`` (the feasible grids, on which a noisy
+    count can cross before the top of the grid). The objective is convex in ``B``
+    (``B log B`` and ``1 / B`` are), so its continuous minimiser, the root of
+    ``2 (log(B / beta) + 1) / (epsilon n) = 1 / B^2`` (found by bisection), is
+    rounded to the better neighbouring integer and clipped to the feasible range.
+    Roughly ``B ~ sqrt(n epsilon / (2 log(B / beta)))``: 11 at ``n = 2400``,
+    ``epsilon = 1``, ``alpha = 0.1``. Deterministic and cached.
+
+    Returns
+    -------
+    int or None
+        ``B``, or None when even ``B = 2`` has ``k + lambda > n`` (infeasible).
+    """
+    rank = split_conformal_rank(n, alpha)
+    largest = _largest_feasible_n_bins(n, rank, epsilon, beta)
+    if largest is None:
+        return None
+
+    def slope(b: float) -> float:
+        return 2.0 * (math.log(b / beta) + 1.0) / (epsilon * n) - 1.0 / (b * b)
+
+    low, high = 1.0, float(MAX_GRID_SIZE)
+    if slope(high) < 0.0:
+        low = high
+    while high - low > 1e-6 * high:
+        middle = 0.5 * (low + high)
+        if slope(middle) < 0.0:
+            low = middle
+        else:
+            high = middle
+    candidates = sorted({min(max(b, 2), largest) for b in (math.floor(low), math.ceil(low))})
+    levels = certified_level(n, alpha, epsilon, beta, np.array(candidates))
+    return int(candidates[int(np.argmin(levels))])
 
 
 def first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
@@ -85,8 +190,39 @@ def first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
     return np.where(reached.any(axis=-1), first, noisy_counts.shape[-1])
 
 
+def first_crossing_log_probabilities(
+    counts: np.ndarray, target: float, noise: LaplaceVectorMechanism
+) -> np.ndarray:
+    """Exact ``log P(b_hat = b)``, ``b = 1..B``, of :func:`first_crossing`.
+
+    With independent noises ``Z_b`` and gaps ``g_b = target - N_b``,
+    ``P(b_hat = b) = prod_{j<b} P(Z_j < g_j) P(Z_b >= g_b)`` for ``b < B``, and
+    ``b = B`` takes the remaining mass ``prod_{j<B} P(Z_j < g_j)``.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (B,)
+        Exact cumulative counts.
+    target : float
+        ``k + lambda``.
+    noise : LaplaceVectorMechanism
+        The mechanism that adds the noise.
+
+    Returns
+    -------
+    ndarray of shape (B,)
+    """
+    gaps = target - np.asarray(counts, dtype=np.float64)
+    log_miss = noise.noise_log_cdf(gaps)
+    log_reach = noise.noise_log_sf(gaps)
+    prefix = np.r_[0.0, np.cumsum(log_miss[:-1])]
+    log_probabilities = prefix + log_reach
+    log_probabilities[-1] = prefix[-1]
+    return log_probabilities
+
+
 def grid_quantile_index(counts: np.ndarray, rank: float) -> int:
-    """``q(r) = min{b : N_b >= r}``, or ``B`` if there is none (paper 003 Prop. 5.2)."""
+    """``q(r) = min{b : N_b >= r}``, or ``B`` if there is none (Proposition 5.2)."""
     index = int(np.searchsorted(counts, rank, side="left")) + 1
     return min(index, counts.shape[0])
 
@@ -94,9 +230,10 @@ def grid_quantile_index(counts: np.ndarray, rank: float) -> int:
 class DPAPS(QuantileMechanism):
     """Private conformal calibration with noisy cumulative counts on a grid (DP-APS).
 
-    Paper 003 Sec. 5: on the public grid ``t_b = b / B`` (``b = 1..B``) the cumulative
-    counts ``N_b = #{s_i <= t_b}`` are released with independent Laplace(``B /
-    epsilon``) noise; with ``k = ceil((n + 1)(1 - alpha))`` and the offset
+    "Contract Cards for Auditable Private Conformal Prediction" (2026), Sec. 5: on the
+    public grid ``t_b = b / B`` (``b = 1..B``) the cumulative counts
+    ``N_b = #{s_i <= t_b}`` are released with independent Laplace(``B / epsilon``)
+    noise; with ``k = ceil((n + 1)(1 - alpha))`` and the offset
     ``lambda = B log(B / beta) / epsilon``, the threshold is ``t_b`` for the first
     ``b`` whose noisy count reaches ``k + lambda``, else ``t_B = 1``.
 
@@ -105,36 +242,43 @@ class DPAPS(QuantileMechanism):
     mechanism is pure epsilon-DP (Theorem 5.1, point 1); the threshold is
     post-processing. When ``n`` changes by one, ``k`` moves by at most 1 as well, so the
     comparison ``N_b - k`` still moves by at most 1 per coordinate. ``n`` is treated as
-    public (the infeasibility decision below uses it).
+    public (``B``, ``k`` and the infeasibility decision use it).
 
     **Coverage.** On the event that every ``|Z_b| <= lambda`` (probability at least
     ``1 - beta``) the threshold has ``N_b >= k``, so it is at least the ``k``-th
     smallest score; hence ``P(cover) >= k / (n + 1) - beta >= (1 - alpha) - beta``
     marginally (Theorem 5.1 with ``gamma = 1 - alpha``). The reported
     ``coverage_lower_bound`` is ``k / (n + 1) - beta`` (the proof's last step before
-    ``k / (n + 1) >= gamma``), with ``lower_bound_confidence = 1``. If ``k > n`` the
-    level is unreachable: the threshold is 1 and the data are not read.
+    ``k / (n + 1) >= gamma``), with ``lower_bound_confidence = 1``.
 
-    **Diagnostics (NOT covered by epsilon).** ``details`` records the certificate width
+    **Infeasible requests.** If ``k + lambda > n`` no noisy count below the top of the
+    grid reaches the target except with the small probability that one noise exceeds
+    ``k + lambda - n > 0``: the mechanism could only return full sets. Such a request
+    (including ``k > n``) is infeasible: the threshold is 1, the data are not read
+    (zero privacy loss) and ``reason`` says so. :meth:`min_informative_samples` gives
+    the smallest ``n`` that avoids it.
+
+    **Grid size.** ``n_bins="auto"`` (default) chooses ``B`` from ``(n, epsilon, alpha,
+    beta)`` to minimise the level certified by Proposition 5.2 (:func:`auto_n_bins`);
+    ``n_bins=20`` is the paper's grid.
+
+    **Owner diagnostics (NOT covered by epsilon).**
+    ``Calibration.owner_diagnostics`` records the certificate width
     ``W = t_{q(ceil(k + 2 lambda))} - t_{q(k)}`` of Proposition 5.2 (with probability
     ``1 - beta`` the threshold lies in ``[t_{q(k)}, t_{q(ceil(k + 2 lambda))}]``), the
     non-private grid threshold ``t_{q(k)}`` and the observed inflation (threshold minus
     ``t_{q(k)}``). They are computed from the exact counts: releasing any of them is an
-    additional, unaccounted disclosure of the calibration data, which the epsilon of
-    this mechanism does not cover (paper 003 Sec. 5 and Sec. 8: a trusted audit
-    setting, or extra privacy accounting, is needed). ``details["diagnostics_are_private"]``
-    is False to say so.
-
-    The grid size trades resolution (``1 / B``) against noise: ``lambda`` grows like
-    ``B log B / epsilon`` counts, i.e. the empirical level rises by about
-    ``lambda / n``; roughly ``B ~ sqrt(n epsilon / log(B / beta))`` balances the two.
+    additional, unaccounted disclosure of the calibration data (the paper's Sec. 5 and
+    Sec. 8: a trusted audit setting, or extra privacy accounting, is needed).
+    ``Calibration.details`` holds only public quantities.
 
     Parameters
     ----------
-    epsilon : float, default=1.0
-        Privacy budget of the calibration, > 0 and finite.
-    n_bins : int, default=20
-        Grid size ``B >= 2``.
+    epsilon : float
+        Privacy budget of the calibration, > 0 and finite. No default: the budget is
+        always a visible choice.
+    n_bins : int or "auto", default="auto"
+        Grid size ``B``, an integer in ``[2, 10^6]``, or ``"auto"``.
     beta : float, default=1e-3
         Failure probability of the noise bound, in (0, 1); the coverage guarantee loses
         ``beta``.
@@ -145,103 +289,165 @@ class DPAPS(QuantileMechanism):
     >>> from privconf_sklearn.mechanisms import DPAPS
     >>> scores = np.random.default_rng(0).uniform(size=20000)
     >>> cal = DPAPS(epsilon=1.0).calibrate(scores, alpha=0.1, random_state=0)
-    >>> cal.privacy.epsilon, round(cal.coverage_lower_bound, 4)
-    (1.0, 0.899)
-    >>> cal.threshold, cal.details["grid_threshold"]
-    (0.95, 0.9)
+    >>> cal.privacy.epsilon, round(cal.coverage_lower_bound, 4), cal.details["n_bins"]
+    (1.0, 0.899, 30)
+    >>> round(cal.threshold, 4), round(cal.owner_diagnostics["grid_threshold"], 4)
+    (0.9333, 0.9)
     """
 
-    def __init__(self, epsilon: float = 1.0, *, n_bins: int = 20, beta: float = 1e-3):
+    _parameter_constraints = {
+        "epsilon": [Interval("real", 0, None, closed="neither")],
+        "n_bins": [Options("auto"), Interval("integer", 2, MAX_GRID_SIZE)],
+        "beta": [Interval("real", 0, 1, closed="neither")],
+    }
+
+    def __init__(self, epsilon, *, n_bins="auto", beta: float = 1e-3):
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.beta = beta
 
-    def _check_params(self) -> None:
-        check_positive_finite(self.epsilon, "epsilon")
-        if (
-            not isinstance(self.n_bins, int | np.integer)
-            or isinstance(self.n_bins, bool)
-            or self.n_bins < 2
-        ):
-            raise ValueError(f"n_bins must be an integer >= 2; got {self.n_bins!r}.")
-        check_in_open_interval(self.beta, "beta")
+    _DESCRIPTION = (
+        "Laplace(B/epsilon) noise on the B cumulative counts of a public grid (l1 "
+        "sensitivity B). Covers the threshold only: the certificate-width owner "
+        "diagnostics are computed from exact counts and are not covered."
+    )
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """Pure epsilon-DP of the threshold (Theorem 5.1); diagnostics are not covered."""
-        self._check_params()
-        return PrivacyGuarantee.pure(
-            float(self.epsilon),
-            adjacency="replace-one and add/remove",
-            description=(
-                f"Laplace(B/epsilon) noise on the {int(self.n_bins)} cumulative counts of a "
-                "public grid (l1 sensitivity B). Covers the threshold only: the "
-                "certificate-width diagnostics are computed from exact counts and are not "
-                "covered."
-            ),
-        )
+        epsilon = self._validated_params()["epsilon"]
+        return _count_noise(2, epsilon).privacy_guarantee(self._DESCRIPTION)
 
-    def _unreachable(self, n: int, alpha: float, k: int) -> str | None:
-        """Why ``(n, alpha)`` cannot be calibrated (``k > n``), or None."""
+    def resolve_n_bins(self, n: int, alpha: float) -> int | None:
+        """The grid size ``B`` used for public ``(n, alpha)``; None when infeasible.
+
+        Infeasible means ``k > n`` or ``k + lambda(B) > n``
+        (see :meth:`coverage_certificate`).
+        """
+        params = self._validated_params()
+        epsilon, beta = params["epsilon"], params["beta"]
+        if params["n_bins"] == "auto":
+            return auto_n_bins(int(n), float(alpha), epsilon, beta)
+        n_bins = params["n_bins"]
+        if split_conformal_rank(n, alpha) + dp_aps_offset(n_bins, epsilon, beta) > n:
+            return None
+        return n_bins
+
+    def _feasible(self, n_samples: int, alpha: float) -> bool:
+        return self.resolve_n_bins(n_samples, alpha) is not None
+
+    def _unreachable(self, n: int, alpha: float) -> str:
+        """Why ``(n, alpha)`` is infeasible."""
+        params = self._validated_params()
+        k = split_conformal_rank(n, alpha)
+        needed = self.min_informative_samples(alpha)
         if k > n:
             return (
                 f"the conformal rank k = ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n} for "
-                f"alpha = {alpha}: more calibration data is needed."
+                f"alpha = {alpha}: at least {needed} calibration scores are needed."
             )
-        return None
+        n_bins = 2 if params["n_bins"] == "auto" else params["n_bins"]
+        offset = dp_aps_offset(n_bins, params["epsilon"], params["beta"])
+        return (
+            f"k + lambda = {k} + {offset:.1f} exceeds n = {n} even with B = {n_bins} bins: "
+            "the noisy counts would essentially never reach the target before the top of "
+            f"the grid. At least {needed} calibration scores are needed at epsilon = "
+            f"{params['epsilon']}, or a larger epsilon."
+        )
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
-        """``k / (n + 1) - beta >= (1 - alpha) - beta`` (Theorem 5.1); infeasible if ``k > n``."""
-        self._check_params()
+        """``k / (n + 1) - beta >= (1 - alpha) - beta`` (Theorem 5.1).
+
+        Infeasible if ``k + lambda > n`` (including ``k > n``).
+        """
+        if self.resolve_n_bins(n_samples, alpha) is None:
+            return CoverageCertificate(
+                1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
+            )
         k = split_conformal_rank(n_samples, alpha)
-        reason = self._unreachable(n_samples, alpha, k)
-        if reason is not None:
-            return CoverageCertificate(1.0, feasible=False, reason=reason)
-        return CoverageCertificate(max(0.0, k / (n_samples + 1) - float(self.beta)))
+        beta = self._validated_params()["beta"]
+        return CoverageCertificate(max(0.0, k / (n_samples + 1) - beta))
+
+    def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """The exact distribution of the threshold :meth:`calibrate` releases.
+
+        For audits and tests: it reads the scores, spends no budget and is **not**
+        private (:func:`first_crossing_log_probabilities` with this mechanism's noise).
+
+        Returns
+        -------
+        values : ndarray
+            The grid points ``b / B`` (``[1.0]`` when the request is infeasible).
+        log_probabilities : ndarray
+            ``log P(threshold = values[b])``.
+        """
+        scores, alpha = self._check_calibration_input(scores, alpha)
+        n = scores.shape[0]
+        n_bins = self.resolve_n_bins(n, alpha)
+        if n_bins is None:
+            return np.ones(1), np.zeros(1)
+        params = self._validated_params()
+        noise = _count_noise(n_bins, params["epsilon"])
+        target = split_conformal_rank(n, alpha) + noise.tail_bound(params["beta"], n_bins)
+        log_probabilities = first_crossing_log_probabilities(
+            cumulative_counts(scores, n_bins), target, noise
+        )
+        return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
         n = scores.shape[0]
-        n_bins, epsilon, beta = int(self.n_bins), float(self.epsilon), float(self.beta)
+        params = self._validated_params()
+        epsilon, beta = params["epsilon"], params["beta"]
         k = split_conformal_rank(n, alpha)
-        offset = dp_aps_offset(n_bins, epsilon, beta)
-        public = {"rank": k, "offset": offset, "n_bins": n_bins, "beta": beta}
-        reason = self._unreachable(n, alpha, k)
-        if reason is not None:
-            # No data read: no diagnostics, nothing data-dependent in the record.
+        n_bins = self.resolve_n_bins(n, alpha)
+        if n_bins is None:
+            # No data read: nothing data-dependent in the record.
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                reason,
-                **public,
-                grid_threshold=None,
-                certificate_width=None,
-                observed_inflation=None,
-                diagnostics_are_private=True,
+                self._unreachable(n, alpha),
+                rank=k,
+                n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
+                beta=beta,
             )
+        laplace = _count_noise(n_bins, epsilon)
+        offset = laplace.tail_bound(beta, n_bins)
+        target = k + offset
         counts = cumulative_counts(scores, n_bins)
-        noisy = counts + noise.laplace(n_bins / epsilon, n_bins)
-        threshold = int(first_crossing(noisy, k + offset)) / n_bins
-        grid_threshold = grid_quantile_index(counts, k) / n_bins
+        index = int(first_crossing(laplace.randomise(counts, noise), target))
+        threshold = index / n_bins
         certificate_rank = math.ceil(k + 2.0 * offset)
+        grid_threshold = grid_quantile_index(counts, k) / n_bins
         upper_threshold = grid_quantile_index(counts, certificate_rank) / n_bins
+        reason = ""
+        if index == n_bins:
+            reason = (
+                f"no noisy cumulative count below the top of the {n_bins}-point grid "
+                f"reached k + lambda = {target:.1f}: the threshold is the top of the range."
+            )
         return Calibration(
             mechanism=type(self).__name__,
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=self.privacy_guarantee(),
+            privacy=laplace.privacy_guarantee(self._DESCRIPTION),
             coverage_lower_bound=max(0.0, k / (n + 1) - beta),
-            target_level=min(1.0, (k + offset) / n),
+            target_level=min(1.0, target / n),
+            reason=reason,
             details={
-                **public,
-                "target_count": k + offset,
+                "rank": k,
+                "offset": offset,
+                "n_bins": n_bins,
+                "beta": beta,
+                "target_count": target,
                 "certificate_rank": certificate_rank,
-                # Data-dependent diagnostics (exact counts): NOT covered by epsilon.
+                "n_bins_auto": params["n_bins"] == "auto",
+            },
+            owner_diagnostics={
                 "grid_threshold": grid_threshold,
                 "certificate_width": upper_threshold - grid_threshold,
                 "observed_inflation": threshold - grid_threshold,
-                "diagnostics_are_private": False,
             },
         )

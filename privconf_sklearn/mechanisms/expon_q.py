@@ -1,18 +1,25 @@
-"""ExponQ: the exponential-mechanism private quantile of Angelopoulos et al.
+"""ExponQ: the exponential-mechanism private quantile of Angelopoulos et al. 2022.
 
-Paper 000/001 (Angelopoulos, Bates, Zrnic, Jordan, "Private Prediction Sets"),
-Algorithms 2-3, Theorems 2-3 and Appendix C, with the corrections of DESIGN.md:
+Angelopoulos, Bates, Zrnic and Jordan, "Private Prediction Sets" (2022), Algorithms 2-3,
+Lemma 1, Theorems 2-3 and Appendix C. The quantile's utility is handed to
+:class:`~privconf_sklearn.privacy.ExponentialMechanism` with one of three analyses
+(``scaling``):
 
-- (correction 1) the utility is scaled by its sensitivity
-  ``Delta_q = max(1/q, 1/(1 - q))`` (``exp(-eps * w_j / (2 Delta_q))``; optionally the
-  monotone mechanism ``exp(-eps * w_j / Delta_q)``), with the strict counts the proofs
-  use;
-- (correction 4) an unreachable level (``q~ >= 1``) returns the top of the range
-  without reading the data;
-- (correction 5) the number of bins ``m*`` and ``gamma*`` are chosen deterministically
-  from the public ``(n, epsilon, alpha)``;
-- Theorem 3's upper bound is reported as its proof gives it
-  (:func:`coverage_upper_bound`).
+- ``"tight"`` (default): exponent ``epsilon max((1 - q) b_j, q a_j)``, a range-bounded
+  exponential mechanism (every utility change of a neighbouring pair lies in an interval
+  of length 1), epsilon-DP under replace-one and add/remove adjacency; its Lemma 1 slack
+  is ``log(m / (gamma alpha)) / (epsilon n q)`` (:func:`inflated_level`);
+- ``"paper"``: ``exp(-epsilon w_j / (2 Delta_q))`` with the sensitivity
+  ``Delta_q = max(1/q, 1/(1 - q))`` of ``w_j = max(b_j / q, a_j / (1 - q))``, the
+  scaling the paper's Lemma 1 and Theorem 2 use (its printed Algorithm 2 omits
+  ``Delta_q``);
+- ``"monotone"``: ``exp(-epsilon w_j / Delta_q)``, epsilon-DP under add/remove only.
+
+``b_j`` and ``a_j`` are the strict counts of discretised scores below and above edge
+``e_j``. An unreachable level (``q~ >= 1``) returns the top of the range without reading
+the data; the number of bins ``m*`` and ``gamma*`` are chosen deterministically from the
+public ``(n, epsilon, alpha)``; Theorem 3's upper bound is reported as its proof gives it
+(:func:`coverage_upper_bound`). The user guide has the proofs.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from scipy.special import expit
 
 from .._random import NoiseSource
-from .._validation import check_in_open_interval, check_positive_finite
-from ..privacy import PrivacyGuarantee
+from .._validation import Interval, Options
+from ..privacy import ExponentialMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -34,26 +42,109 @@ from ._base import (
 from ._binning import bin_counts
 
 __all__ = [
+    "AUTO_BIN_GRID",
+    "MAX_BINS",
+    "SCALINGS",
     "ExponQ",
+    "bin_counts",
+    "coverage_upper_bound",
+    "expected_uniform_coverage",
     "exponq_parameters",
     "inflated_level",
     "optimal_gamma",
+    "quantile_exponential_mechanism",
     "quantile_log_probabilities",
+    "quantile_utilities",
 ]
 
+#: Largest number of bins accepted (and tried by ``n_bins="auto"``): ``10^6`` edges cost
+#: a few megabytes per calibration; beyond it ``log(m)`` only inflates ``q~``.
+MAX_BINS = 10**6
+
 #: Candidate numbers of bins for ``n_bins="auto"``: 61 values log-spaced in [10, 10^6]
-#: (paper 000 Appendix C uses 50 values in [10^2, 10^6]).
-AUTO_BIN_GRID = np.unique(np.round(np.geomspace(10, 1e6, 61)).astype(np.int64))
+#: (Angelopoulos et al. 2022, Appendix C, use 50 values in [10^2, 10^6]).
+AUTO_BIN_GRID = np.unique(np.round(np.geomspace(10, MAX_BINS, 61)).astype(np.int64))
 
-
-def _slack_factor(monotone: bool) -> float:
-    """Factor ``c`` of the privacy slack: 2 for the standard, 1 for the monotone mechanism."""
-    return 1.0 if monotone else 2.0
-
-
-#: Utility scalings of the exponential-mechanism quantile (see
-#: :func:`quantile_log_probabilities`).
+#: Utility scalings of the exponential-mechanism quantile, the default first.
 SCALINGS = ("tight", "paper", "monotone")
+
+#: Neighbouring relations each scaling is epsilon-DP under.
+_ADJACENCY = {
+    "tight": "replace-one and add/remove",
+    "paper": "replace-one and add/remove",
+    "monotone": "add/remove",
+}
+
+#: Factor ``c`` of the paper's slack ``c Delta_q log(m / (gamma alpha)) / epsilon``.
+_PAPER_FACTOR = {"paper": 2.0, "monotone": 1.0}
+
+#: ``gamma`` is searched in ``[GAMMA_FLOOR, 1 - GAMMA_FLOOR]``.
+_GAMMA_FLOOR = 1e-12
+
+
+# ------------------------------------------------------------------ the mechanism
+def quantile_exponential_mechanism(q: float, epsilon: float, scaling: str) -> ExponentialMechanism:
+    """The exponential mechanism behind ExponQ at level ``q``, for a ``scaling``.
+
+    - ``"tight"``: utility ``u_j = -max((1 - q) b_j, q a_j)``, range-bounded analysis
+      with range 1. One score added at edge ``e_t`` raises ``b_j`` (``j > t``) or
+      ``a_j`` (``j < t``) by one: every utility falls by at most ``max(q, 1 - q)``.
+      One score moved from ``e_t`` up to ``e_t'`` lowers ``b_j`` and raises ``a_j`` for
+      ``t < j <= t'`` (one or both): every change lies in ``[-q, 1 - q]``. Either way
+      the changes fit in an interval of length 1.
+    - ``"paper"``: utility ``-w_j`` with ``w_j = max(b_j / q, a_j / (1 - q))``, standard
+      analysis with sensitivity ``Delta_q = max(1/q, 1/(1 - q))``.
+    - ``"monotone"``: the same utility, monotone analysis (add/remove only: adding a
+      score never decreases any ``w_j``).
+
+    Parameters
+    ----------
+    q : float
+        Level in (0, 1).
+    epsilon : float
+        Privacy parameter.
+    scaling : {"tight", "paper", "monotone"}
+
+    Returns
+    -------
+    ExponentialMechanism
+    """
+    if scaling == "tight":
+        return ExponentialMechanism(
+            epsilon, 1.0, analysis="range-bounded", adjacency=_ADJACENCY[scaling]
+        )
+    sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
+    analysis = "standard" if scaling == "paper" else "monotone"
+    return ExponentialMechanism(
+        epsilon, sensitivity, analysis=analysis, adjacency=_ADJACENCY[scaling]
+    )
+
+
+def quantile_utilities(counts: np.ndarray, q: float, scaling: str) -> np.ndarray:
+    """Utility of every edge: ``-max((1 - q) b_j, q a_j)`` (tight) or ``-w_j``.
+
+    ``b_j = #{[s] < e_j}`` and ``a_j = #{[s] > e_j}`` are strict counts (Angelopoulos et
+    al. 2022, Algorithm 2 and Lemma 1): a score on edge ``e_j`` counts on neither side.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts (:func:`bin_counts`).
+    q : float
+        Level in (0, 1).
+    scaling : {"tight", "paper", "monotone"}
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    cumulative = np.cumsum(counts)
+    below = cumulative - counts
+    above = cumulative[-1] - cumulative
+    if scaling == "tight":
+        return -np.maximum((1.0 - q) * below, q * above)
+    return -np.maximum(below / q, above / (1.0 - q))
 
 
 def quantile_log_probabilities(
@@ -61,78 +152,73 @@ def quantile_log_probabilities(
 ) -> np.ndarray:
     """Normalised log-probabilities of the exponential-mechanism quantile.
 
-    Edge ``e_j`` has utility ``w_j = max(b_j / q, a_j / (1 - q))`` with the strict counts
-    ``b_j = #{[s] < e_j}`` and ``a_j = #{[s] > e_j}`` (Angelopoulos et al. 2022,
-    Algorithm 2) and is drawn with probability proportional to ``exp(-x_j)``:
+    Edge ``e_j`` is drawn with probability proportional to ``exp(-x_j)``:
 
-    - ``scaling="tight"``: ``x_j = epsilon q (1 - q) w_j = epsilon max((1 - q) b_j, q a_j)``,
-      epsilon-DP under replace-one and add/remove adjacency (see the user guide);
-    - ``scaling="paper"``: ``x_j = epsilon w_j / (2 Delta_q)`` with the sensitivity
-      ``Delta_q = max(1/q, 1/(1 - q))`` (Humbert et al. 2023, Algorithm 2);
+    - ``scaling="tight"``: ``x_j = epsilon max((1 - q) b_j, q a_j)
+      = epsilon q (1 - q) w_j``, epsilon-DP under replace-one and add/remove adjacency;
+    - ``scaling="paper"``: ``x_j = epsilon w_j / (2 Delta_q)`` with
+      ``w_j = max(b_j / q, a_j / (1 - q))`` and ``Delta_q = max(1/q, 1/(1 - q))``
+      (Humbert et al. 2023, Algorithm 2);
     - ``scaling="monotone"``: ``x_j = epsilon w_j / Delta_q``, epsilon-DP under
       add/remove adjacency only (2 epsilon under replace-one).
+
+    ``b_j``, ``a_j`` are the strict counts of :func:`quantile_utilities`; the
+    distribution is :meth:`ExponentialMechanism.log_probabilities
+    <privconf_sklearn.privacy.ExponentialMechanism.log_probabilities>` of
+    :func:`quantile_exponential_mechanism`.
 
     Parameters
     ----------
     counts : ndarray of shape (m,)
-        Bin counts from :func:`~privconf_sklearn.mechanisms._binning.bin_counts`.
+        Bin counts from :func:`bin_counts`.
     q : float
         Quantile level in (0, 1), fixed from public quantities.
     epsilon : float
         Privacy parameter.
     scaling : {"tight", "paper", "monotone"}, default="paper"
-        Scaling of the utility.
+        Scaling of the utility. The default is the one of the FedCP2-QQ agents of
+        Humbert et al. 2023; :class:`ExponQ` defaults to ``"tight"``.
 
     Returns
     -------
     ndarray of shape (m,)
         ``log P(output = e_j)``, ``j = 1..m``.
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    cumulative = np.cumsum(counts)
-    below = cumulative - counts
-    above = cumulative[-1] - cumulative
+    mechanism = quantile_exponential_mechanism(q, epsilon, scaling)
+    return mechanism.log_probabilities(quantile_utilities(counts, q, scaling))
+
+
+# ------------------------------------------------------------------ the inflated level
+def _lower_slack_factor(q, scaling: str):
+    """``sigma(q)``: Lemma 1's under-coverage slack is ``sigma(q) L / (epsilon n)``."""
     if scaling == "tight":
-        exponent = epsilon * np.maximum((1.0 - q) * below, q * above)
-    else:
-        utility = np.maximum(below / q, above / (1.0 - q))
-        sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
-        factor = 2.0 if scaling == "paper" else 1.0
-        exponent = (epsilon / (factor * sensitivity)) * utility
-    log_weights = -exponent
-    top = log_weights.max()
-    return log_weights - (top + np.log(np.exp(log_weights - top).sum()))
+        return 1.0 / q
+    return _PAPER_FACTOR[scaling] * np.maximum((1.0 - q) / q, 1.0)
 
 
-def optimal_gamma(n: int, alpha: float, epsilon: float, *, monotone: bool = False) -> float:
-    """The ``gamma*`` of paper 000 Appendix C, Eqs. (9)-(10).
-
-    Setting the derivative of ``q~`` in ``gamma`` to zero gives
-    ``alpha^2 g^2 - (2 alpha + (n + 1)(1 - alpha) alpha epsilon / c) g + 1 = 0`` with
-    ``c = 2`` (``c = 1`` for the monotone mechanism). The product of the roots is
-    ``1 / alpha^2 > 1``, so only the smaller root can lie in (0, 1); it is computed in
-    the cancellation-free form ``2 / (B + sqrt(B^2 - 4 alpha^2))``. As in Eq. (10) the
-    candidates are that root (if in (0, 1)) and ``1e-12``, and the one with the smaller
-    ``q~`` is returned (``q~`` depends on ``m`` only through an additive constant).
-    """
-    c = _slack_factor(monotone)
-    b = 2.0 * alpha + (n + 1) * (1.0 - alpha) * alpha * epsilon / c
-    root = 2.0 / (b + math.sqrt((b - 2.0 * alpha) * (b + 2.0 * alpha)))
-    candidates = [1e-12] + ([root] if 0.0 < root < 1.0 else [])
-    levels = [inflated_level(n, alpha, epsilon, 1, g, monotone=monotone) for g in candidates]
-    return candidates[int(np.argmin(levels))]
+def _upper_slack_factor(q, scaling: str):
+    """``tau(q)``: Lemma 1's over-coverage slack is ``tau(q) L / (epsilon n)``."""
+    if scaling == "tight":
+        return 1.0 / (1.0 - q)
+    return _PAPER_FACTOR[scaling] * np.maximum(q / (1.0 - q), 1.0)
 
 
-def inflated_level(n, alpha, epsilon, n_bins, gamma, *, monotone: bool = False):
-    """The inflated quantile level ``q~`` of paper 000 Eq. (3).
+def inflated_level(n, alpha, epsilon, n_bins, gamma, *, scaling: str = "tight"):
+    """The inflated quantile level ``q~``.
 
-    ``q~ = (n + 1)(1 - alpha) / (n (1 - gamma alpha)) + c log(m / (gamma alpha)) / (eps n)``
-    with ``c = 2`` (``c = 1`` for the monotone mechanism), which is Theorem 2's level
-    when ``q~ >= 1/2``. Below 1/2 (only possible for ``alpha > 1/2``) Lemma 1's slack is
-    ``c max((1 - q)/q, 1) log(m / (gamma alpha)) / (eps n)``, and ``q~`` is the root of
-    ``q - c (1 - q) / q * L = target``. Either way ``q~`` is the smallest level whose
-    Lemma 1 lower deviation still reaches ``(n + 1)(1 - alpha) / (n (1 - gamma alpha))``;
-    it is nudged up by a relative ``1e-12`` so that rounding can never place it below.
+    With ``T = (n + 1)(1 - alpha) / (n (1 - gamma alpha))`` and
+    ``L = log(m / (gamma alpha))``, ``q~`` is the smallest level whose Lemma 1 lower
+    deviation still reaches ``T``, i.e. the root of ``q - sigma(q) L / (epsilon n) = T``:
+
+    - ``"tight"``: ``sigma(q) = 1/q``, so
+      ``q~ = (T + sqrt(T^2 + 4 L / (epsilon n))) / 2`` for every ``alpha``;
+    - ``"paper"`` (``c = 2``) and ``"monotone"`` (``c = 1``):
+      ``sigma(q) = c max((1 - q)/q, 1)``, so ``q~ = T + c L / (epsilon n)`` when that is
+      at least 1/2 (Eq. (3) of Angelopoulos et al. 2022), and otherwise (only possible
+      for ``alpha > 1/2``) the root of ``q - c (1 - q) / q L / (epsilon n) = T``.
+
+    The result is nudged up by a relative ``1e-12`` so that rounding can never place it
+    below the root.
 
     Parameters
     ----------
@@ -142,26 +228,93 @@ def inflated_level(n, alpha, epsilon, n_bins, gamma, *, monotone: bool = False):
         Miscoverage and privacy levels.
     n_bins : int or ndarray of int
         Number of bins ``m``.
-    gamma : float
-        Split of the miscoverage between sampling and privacy noise, in (0, 1).
-    monotone : bool, default=False
-        Use the monotone mechanism's slack.
+    gamma : float or ndarray
+        Split of the miscoverage between sampling and privacy noise, in (0, 1);
+        broadcast against ``n_bins``.
+    scaling : {"tight", "paper", "monotone"}, default="tight"
 
     Returns
     -------
     float or ndarray
         ``q~`` (may be >= 1, meaning the level is unreachable).
     """
-    c = _slack_factor(monotone)
-    target = (n + 1) * (1.0 - alpha) / (n * (1.0 - gamma * alpha))
-    slack = c * np.log(np.asarray(n_bins, dtype=np.float64) / (gamma * alpha)) / (epsilon * n)
-    high = target + slack
-    low_b = target - slack
-    low = (low_b + np.sqrt(low_b * low_b + 4.0 * slack)) / 2.0
-    level = np.where(high >= 0.5, high, low) * (1.0 + 1e-12)
-    return float(level) if level.ndim == 0 else level
+    target = (n + 1) * (1.0 - alpha) / (n * (1.0 - np.asarray(gamma) * alpha))
+    with np.errstate(over="ignore"):
+        slack = np.log(np.asarray(n_bins, dtype=np.float64) / (gamma * alpha)) / (epsilon * n)
+    if scaling == "tight":
+        level = (target + np.sqrt(target * target + 4.0 * slack)) / 2.0
+    else:
+        c_slack = _PAPER_FACTOR[scaling] * slack
+        high = target + c_slack
+        low_b = target - c_slack
+        low = (low_b + np.sqrt(low_b * low_b + 4.0 * c_slack)) / 2.0
+        level = np.where(high >= 0.5, high, low)
+    level = level * (1.0 + 1e-12)
+    return float(level) if np.ndim(level) == 0 else level
 
 
+def _smaller_gamma_root(n, alpha, slope):
+    """Smaller root of ``alpha^2 g^2 - (2 alpha + (n + 1)(1 - alpha) alpha slope) g + 1``.
+
+    The product of the roots is ``1 / alpha^2 > 1``, so only the smaller one can lie in
+    (0, 1); computed in the cancellation-free form ``2 / (B + sqrt(B^2 - 4 alpha^2))``.
+    """
+    with np.errstate(over="ignore"):
+        b = 2.0 * alpha + (n + 1) * (1.0 - alpha) * alpha * slope
+        return 2.0 / (b + np.sqrt((b - 2.0 * alpha) * (b + 2.0 * alpha)))
+
+
+def optimal_gamma(n, alpha, epsilon, n_bins, *, scaling: str = "tight"):
+    """``gamma*``, the ``gamma`` minimising ``q~`` for ``m = n_bins``.
+
+    - ``"paper"``, ``"monotone"``: Appendix C, Eqs. (9)-(10) of Angelopoulos et al.
+      2022. Setting the derivative of ``q~ = T + c L / (epsilon n)`` in ``gamma`` to
+      zero gives ``alpha^2 g^2 - (2 alpha + (n + 1)(1 - alpha) alpha epsilon / c) g + 1
+      = 0``; as in Eq. (10) the candidates are its smaller root (if in (0, 1)) and
+      ``1e-12``, and the one with the smaller ``q~`` is returned. It does not depend on
+      ``m``.
+    - ``"tight"``: differentiating ``q - L / (epsilon n q) = T`` in ``gamma``,
+      ``dq~ / dgamma = 0`` exactly when ``(1 - gamma alpha)^2 =
+      gamma alpha (n + 1)(1 - alpha) epsilon q~``: the same quadratic with
+      ``epsilon / c`` replaced by ``epsilon q~``. ``gamma*`` is its fixed point
+      (``gamma -> smaller root at q~(gamma)``), iterated from ``q~ = 1`` until ``q~``
+      stops moving; the map's derivative vanishes at the optimum, so a handful of
+      steps suffice. It depends on ``m`` through ``q~``.
+
+    Parameters
+    ----------
+    n : int
+        Calibration size.
+    alpha, epsilon : float
+        Miscoverage and privacy levels.
+    n_bins : int or ndarray of int
+        Number of bins ``m`` (unused by the paper's scalings).
+    scaling : {"tight", "paper", "monotone"}, default="tight"
+
+    Returns
+    -------
+    float or ndarray
+        ``gamma*`` in ``[1e-12, 1 - 1e-12]``, shaped like ``n_bins`` for ``"tight"``.
+    """
+    if scaling != "tight":
+        root = float(_smaller_gamma_root(n, alpha, epsilon / _PAPER_FACTOR[scaling]))
+        candidates = [_GAMMA_FLOOR] + ([root] if _GAMMA_FLOOR < root < 1.0 else [])
+        levels = [inflated_level(n, alpha, epsilon, 1, g, scaling=scaling) for g in candidates]
+        return candidates[int(np.argmin(levels))]
+    level = np.ones(np.shape(n_bins))
+    for _ in range(100):
+        gamma = np.clip(
+            _smaller_gamma_root(n, alpha, epsilon * level), _GAMMA_FLOOR, 1.0 - _GAMMA_FLOOR
+        )
+        updated = np.asarray(inflated_level(n, alpha, epsilon, n_bins, gamma, scaling="tight"))
+        converged = np.all(np.abs(updated - level) <= 4e-16 * np.abs(updated))
+        level = updated
+        if converged:
+            break
+    return float(gamma) if gamma.ndim == 0 else gamma
+
+
+# -------------------------------------------------------------- the m* criterion
 def _truncated_geometric_mean(x: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Mean of ``k`` under weights ``exp(-x k)``, ``k = 0..length-1`` (``x > 0``)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -174,19 +327,27 @@ def _log_geometric_mass(x: np.ndarray, length: np.ndarray) -> np.ndarray:
     return np.log(-np.expm1(-x * length)) - np.log(-np.expm1(-x))
 
 
+def _weight_scale(epsilon: float, q, scaling: str):
+    """Coefficient of ``w_j = max(b_j / q, a_j / (1 - q))`` in each scaling's exponent."""
+    if scaling == "tight":
+        return epsilon * q * (1.0 - q)
+    return epsilon / (_PAPER_FACTOR[scaling] * np.maximum(1.0 / q, 1.0 / (1.0 - q)))
+
+
 def expected_uniform_coverage(
-    n: int, epsilon: float, q, n_bins, *, offset=0.0, monotone: bool = False
+    n: int, epsilon: float, q, n_bins, *, offset=0.0, scaling: str = "tight"
 ):
     """Expected coverage of the mechanism's output on idealised uniform scores.
 
-    The deterministic limit of the Monte Carlo in paper 000 Algorithm 5: ``n`` uniform
-    scores spread evenly over a grid of ``m`` bins whose edges sit at positions
-    ``p_j = j + offset`` (in bin units, ``0 <= offset < 1``). Edge ``j`` then has
-    ``n(p_j - 1)/m`` scores strictly below and ``n(m - p_j)/m`` above, so the
+    The deterministic limit of the Monte Carlo of Angelopoulos et al. 2022, Algorithm 5:
+    ``n`` uniform scores spread evenly over a grid of ``m`` bins whose edges sit at
+    positions ``p_j = j + offset`` (in bin units, ``0 <= offset < 1``). Edge ``j`` then
+    has ``n(p_j - 1)/m`` scores strictly below and ``n(m - p_j)/m`` above, so the
     log-weights are piecewise linear in ``j`` with the kink at ``p* = mq + 1 - q``; each
     side is a truncated geometric distribution with closed-form mass and mean, and a
     fresh uniform test score is covered with probability ``p_j / m``. Cost O(1) per
-    ``(q, m, offset)``.
+    ``(q, m, offset)``. The two blocks' relative weight is computed from the difference
+    of their log-weights, so a huge epsilon gives a limit, never NaN.
 
     Parameters
     ----------
@@ -200,8 +361,7 @@ def expected_uniform_coverage(
         Number(s) of bins, broadcast against ``q``.
     offset : float or ndarray, default=0.0
         Position of the score distribution relative to the grid, in bin units.
-    monotone : bool, default=False
-        Use the monotone mechanism's scaling.
+    scaling : {"tight", "paper", "monotone"}, default="tight"
 
     Returns
     -------
@@ -211,24 +371,25 @@ def expected_uniform_coverage(
     q = np.asarray(q, dtype=np.float64)
     m = np.asarray(n_bins, dtype=np.float64)
     offset = np.asarray(offset, dtype=np.float64)
-    scale = epsilon / (_slack_factor(monotone) * np.maximum(1.0 / q, 1.0 / (1.0 - q)))
-    x_left = scale * n / (m * (1.0 - q))
-    x_right = scale * n / (m * q)
+    scale = _weight_scale(epsilon, q, scaling)
     kink = np.clip(np.floor(m * q + 1.0 - q - offset), 1.0, m)
     right_length = m - kink
-    # Log-weights at the blocks' inner ends: j = kink (left) and j = kink + 1 (right).
-    log_left_top = -scale * n * (m - kink - offset) / (m * (1.0 - q))
-    log_right_bottom = -scale * n * (kink + offset) / (m * q)
-    log_mass_left = log_left_top + _log_geometric_mass(x_left, kink)
     has_right = right_length >= 1
     safe_length = np.maximum(right_length, 1.0)
-    log_mass_right = np.where(
-        has_right, log_right_bottom + _log_geometric_mass(x_right, safe_length), -np.inf
-    )
+    with np.errstate(over="ignore"):
+        x_left = scale * (n / (m * (1.0 - q)))
+        x_right = scale * (n / (m * q))
+        # log-weight at j = kink + 1 (right block) minus that at j = kink (left block).
+        gap = (kink + offset) / (m * q) - (m - kink - offset) / (m * (1.0 - q))
+        right_minus_left = -scale * (n * gap)
+        log_ratio = (
+            right_minus_left
+            + _log_geometric_mass(x_right, safe_length)
+            - _log_geometric_mass(x_left, kink)
+        )
+    weight_right = np.where(has_right, expit(log_ratio), 0.0)
     mean_left = kink - _truncated_geometric_mean(x_left, kink)
     mean_right = kink + 1.0 + _truncated_geometric_mean(x_right, safe_length)
-    total = np.logaddexp(log_mass_left, log_mass_right)
-    weight_right = np.exp(log_mass_right - total)
     mean_index = (1.0 - weight_right) * mean_left + weight_right * mean_right
     return (mean_index + offset) / m
 
@@ -238,7 +399,7 @@ def expected_uniform_coverage(
 _CRITERION_OFFSETS = (np.arange(16) + 0.5) / 16
 
 
-def _bins_criterion(n: int, epsilon: float, levels, n_bins, monotone: bool) -> np.ndarray:
+def _bins_criterion(n: int, epsilon: float, levels, n_bins, scaling: str) -> np.ndarray:
     """Expected uniform-score coverage averaged over grid offsets (lower is better)."""
     coverage = expected_uniform_coverage(
         n,
@@ -246,7 +407,7 @@ def _bins_criterion(n: int, epsilon: float, levels, n_bins, monotone: bool) -> n
         levels[:, None],
         n_bins[:, None],
         offset=_CRITERION_OFFSETS[None, :],
-        monotone=monotone,
+        scaling=scaling,
     )
     return coverage.mean(axis=1)
 
@@ -256,26 +417,27 @@ def exponq_parameters(
     n: int,
     alpha: float,
     epsilon: float,
-    monotone: bool = False,
+    scaling: str = "tight",
     n_bins: int | None = None,
     gamma: float | None = None,
-):
+) -> tuple[int | None, float, float]:
     """Number of bins, gamma and inflated level from public quantities only.
 
-    ``gamma=None`` uses ``gamma*`` of paper 000 Eqs. (9)-(10). ``n_bins=None`` picks
-    ``m*`` minimising, over the values of :data:`AUTO_BIN_GRID` that are at least
-    ``n * epsilon`` and whose level ``q~`` is below 1, the expected coverage of the
-    mechanism on idealised uniform scores (:func:`expected_uniform_coverage`, averaged
-    over the grid's alignment with the scores). Deterministic, no data read, cached.
+    ``gamma=None`` uses :func:`optimal_gamma` (for each candidate ``m`` with the tight
+    scaling). ``n_bins=None`` picks ``m*`` minimising, over the values of
+    :data:`AUTO_BIN_GRID` that are at least ``n * epsilon`` and whose level ``q~`` is
+    below 1, the expected coverage of the mechanism on idealised uniform scores
+    (:func:`expected_uniform_coverage`, averaged over the grid's alignment with the
+    scores). Deterministic, no data read, cached.
 
     The floor ``m >= n epsilon`` is the order of Corollary 1 (``m`` proportional to
     ``n epsilon``). Uniform scores alone would favour fewer bins, but real scores pile
     up (a weak model's LAC scores crowd near 1, tree models produce atoms), and there
     one bin can hold far more than ``1/m`` of the mass: with ``m <= 300`` at ``n = 2400``,
     ``epsilon = 1``, scores distributed as ``1 - Beta(1, 40)`` get coverage 1 (full sets)
-    instead of 0.92. A larger ``m`` only adds ``c log(m) / (epsilon n)`` to ``q~``
-    (about 0.002 per factor 10 at ``n = 2400``). If no ``m >= n epsilon`` reaches
-    ``q~ < 1``, the largest ``m`` that does is used.
+    instead of 0.92. A larger ``m`` only adds about ``log(m) / (epsilon n)`` to ``q~``
+    (about 0.001 per factor 10 at ``n = 2400`` with the tight scaling). If no
+    ``m >= n epsilon`` reaches ``q~ < 1``, the largest ``m`` that does is used.
 
     Returns
     -------
@@ -287,74 +449,82 @@ def exponq_parameters(
     level : float
         ``q~``, or the smallest ``q~`` tried when infeasible.
     """
-    if gamma is None:
-        gamma = optimal_gamma(n, alpha, epsilon, monotone=monotone)
-    if n_bins is not None:
-        level = inflated_level(n, alpha, epsilon, n_bins, gamma, monotone=monotone)
-        return (n_bins if level < 1.0 else None), gamma, level
-    levels = inflated_level(n, alpha, epsilon, AUTO_BIN_GRID, gamma, monotone=monotone)
+    grid = AUTO_BIN_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
+    gammas = np.broadcast_to(
+        optimal_gamma(n, alpha, epsilon, grid, scaling=scaling) if gamma is None else gamma,
+        grid.shape,
+    )
+    levels = np.asarray(inflated_level(n, alpha, epsilon, grid, gammas, scaling=scaling))
     feasible = levels < 1.0
     if not feasible.any():
-        return None, gamma, float(levels.min())
-    admissible = feasible & (AUTO_BIN_GRID >= min(n * epsilon, AUTO_BIN_GRID[-1]))
+        best = int(np.argmin(levels))
+        return None, float(gammas[best]), float(levels[best])
+    admissible = feasible & (grid >= min(n * epsilon, float(grid[-1])))
     if not admissible.any():
-        largest = int(np.flatnonzero(feasible)[-1])
-        return int(AUTO_BIN_GRID[largest]), gamma, float(levels[largest])
-    criterion = _bins_criterion(n, epsilon, levels[admissible], AUTO_BIN_GRID[admissible], monotone)
-    best = int(np.argmin(criterion))
-    return int(AUTO_BIN_GRID[admissible][best]), gamma, float(levels[admissible][best])
+        chosen = int(np.flatnonzero(feasible)[-1])
+    else:
+        candidates = np.flatnonzero(admissible)
+        criterion = _bins_criterion(n, epsilon, levels[candidates], grid[candidates], scaling)
+        chosen = int(candidates[np.argmin(criterion)])
+    return int(grid[chosen]), float(gammas[chosen]), float(levels[chosen])
 
 
-def coverage_upper_bound(n, alpha, epsilon, n_bins, gamma, level, *, monotone=False):
-    """Theorem 3 of paper 000 for scores without atoms, as its proof gives it.
+def coverage_upper_bound(n, alpha, epsilon, n_bins, gamma, level, *, scaling="tight"):
+    """Theorem 3 of Angelopoulos et al. 2022 for scores without atoms, as its proof gives it.
 
-    With ``L = log(m / (gamma alpha))`` and ``q' = q~ + c max(q~/(1 - q~), 1) L / (eps n)``,
-    Lemma 1 gives ``#{[s] < s_hat} <= n q'`` with probability ``1 - gamma alpha``, hence
-    ``s_hat <= Z_(floor(n q') + 1)`` and, with Lemma 2,
+    With ``L = log(m / (gamma alpha))`` and ``q' = q~ + tau(q~) L / (epsilon n)``
+    (``tau(q) = 1 / (1 - q)`` for the tight scaling, ``c max(q / (1 - q), 1)`` for the
+    paper's), Lemma 1 gives ``#{[s] < s_hat} <= n q'`` with probability
+    ``1 - gamma alpha``, hence ``s_hat <= Z_(floor(n q') + 1)`` and, with Lemma 2,
     ``P(cover) <= gamma alpha + (1 - gamma alpha) ((n q' + 1) / (n + 1) + p_max)``.
     The printed statement drops the ``+1`` of the ceiling and counts ``p_max`` twice;
-    the bound here is the proof's (see docs, "Corrections"). Returns
+    the bound here is the proof's (see the user guide, "Corrections"). Returns
     ``(bound at p_max = 0, slope in p_max)``, the bound capped at 1.
     """
-    c = _slack_factor(monotone)
     log_term = math.log(n_bins / (gamma * alpha))
-    upper_level = level + c * max(level / (1.0 - level), 1.0) * log_term / (epsilon * n)
+    upper_level = level + _upper_slack_factor(level, scaling) * log_term / (epsilon * n)
     bound = gamma * alpha + (1.0 - gamma * alpha) * (n * upper_level + 1.0) / (n + 1)
-    return min(1.0, bound), 1.0 - gamma * alpha
+    return min(1.0, float(bound)), 1.0 - gamma * alpha
 
 
+# ------------------------------------------------------------------ the estimator
 class ExponQ(QuantileMechanism):
     """Private conformal calibration with the exponential-mechanism quantile.
 
-    Paper 000/001 (Angelopoulos, Bates, Zrnic, Jordan, "Private Prediction Sets"),
-    Algorithm 3, with the sensitivity correction of DESIGN.md. Scores in [0, 1] are
-    rounded up to a uniform grid of ``m`` bins and the exponential mechanism picks a
-    grid edge near the inflated empirical quantile
+    Angelopoulos, Bates, Zrnic and Jordan, "Private Prediction Sets" (2022),
+    Algorithm 3. Scores in [0, 1] are rounded up to a uniform grid of ``m`` bins and the
+    exponential mechanism picks a grid edge near the inflated empirical quantile ``q~``
+    of :func:`inflated_level`. With the default ``scaling="tight"`` edge ``e_j`` is
+    drawn with probability proportional to ``exp(-epsilon max((1 - q~) b_j, q~ a_j))``
+    (``b_j``, ``a_j`` the strict counts of scores below and above it) and
 
-    ``q~ = (n + 1)(1 - alpha) / (n (1 - gamma alpha)) + c log(m / (gamma alpha)) / (eps n)``
+    ``q~ = (T + sqrt(T^2 + 4 log(m / (gamma alpha)) / (epsilon n))) / 2``,
+    ``T = (n + 1)(1 - alpha) / (n (1 - gamma alpha))``.
 
-    (Eq. (3), ``c = 2``; ``c = 1`` with ``monotone=True``).
-
-    Guarantees: pure ``epsilon``-DP of the calibration scores (Proposition 1 with the
-    sensitivity-scaled utility) and marginal coverage at least ``1 - alpha``
-    (Theorem 2), for any score distribution. Theorem 3 (as its proof gives it) bounds
-    coverage from above; see :attr:`Calibration.coverage_upper_bound`.
+    Guarantees: pure ``epsilon``-DP of the calibration scores under replace-one and
+    add/remove adjacency (the range-bounded exponential mechanism; proof in the user
+    guide) and marginal coverage at least ``1 - alpha`` for any score distribution
+    (Theorem 2 with the tight Lemma 1). Theorem 3 (as its proof gives it) bounds
+    coverage from above; see :attr:`Calibration.coverage_upper_bound`. The budget has
+    no default: it is always a visible choice.
 
     Parameters
     ----------
     epsilon : float
         Privacy budget of the calibration, > 0 and finite.
     n_bins : int or "auto", default="auto"
-        Number of uniform bins ``m >= 2``. ``"auto"`` picks ``m*`` deterministically
-        from ``(n, epsilon, alpha)`` (see :func:`exponq_parameters`).
+        Number of uniform bins ``m``, an integer in ``[2, 10^6]``. ``"auto"`` picks
+        ``m*`` deterministically from ``(n, epsilon, alpha)`` (see
+        :func:`exponq_parameters`).
     gamma : float or "auto", default="auto"
         Share of ``alpha`` given to the mechanism's failure probability, in (0, 1).
-        ``"auto"`` uses ``gamma*`` of paper 000 Appendix C.
-    monotone : bool, default=False
-        Use the monotone exponential mechanism: halves the privacy slack in ``q~``. It
-        is epsilon-DP under add/remove adjacency with ``n`` public, but only
-        2 epsilon-DP under replace-one adjacency; the default scaling is epsilon-DP
-        under both. See the user guide for the proof.
+        ``"auto"`` minimises ``q~`` (:func:`optimal_gamma`).
+    scaling : {"tight", "paper", "monotone"}, default="tight"
+        ``"tight"``: epsilon-DP under both adjacencies with the smallest ``q~``.
+        ``"paper"``: ``exp(-epsilon w_j / (2 Delta_q))``, the scaling of Angelopoulos et
+        al.'s Lemma 1 (for reproductions); epsilon-DP under both adjacencies.
+        ``"monotone"``: ``exp(-epsilon w_j / Delta_q)``, epsilon-DP under add/remove
+        adjacency only (2 epsilon under replace-one).
 
     Examples
     --------
@@ -364,62 +534,51 @@ class ExponQ(QuantileMechanism):
     >>> cal = ExponQ(epsilon=1.0).calibrate(scores, alpha=0.1, random_state=0)
     >>> cal.privacy.epsilon, cal.coverage_lower_bound
     (1.0, 0.9)
-    >>> bool(0.9 < cal.threshold < 0.96)
+    >>> bool(0.9 < cal.threshold < 0.93)
     True
     """
 
-    def __init__(
-        self, epsilon: float = 1.0, *, n_bins="auto", gamma="auto", monotone: bool = False
-    ):
+    _parameter_constraints = {
+        "epsilon": [Interval("real", 0, None, closed="neither")],
+        "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
+        "gamma": [Options("auto"), Interval("real", 0, 1, closed="neither")],
+        "scaling": [Options(*SCALINGS)],
+    }
+
+    def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight"):
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.gamma = gamma
-        self.monotone = monotone
-
-    def _check_params(self) -> None:
-        check_positive_finite(self.epsilon, "epsilon")
-        if not (isinstance(self.n_bins, str) and self.n_bins == "auto"):
-            if (
-                not isinstance(self.n_bins, int | np.integer)
-                or isinstance(self.n_bins, bool)
-                or self.n_bins < 2
-            ):
-                raise ValueError(f"n_bins must be an integer >= 2 or 'auto'; got {self.n_bins!r}.")
-        if not (isinstance(self.gamma, str) and self.gamma == "auto"):
-            check_in_open_interval(self.gamma, "gamma")
-        if not isinstance(self.monotone, bool | np.bool_):
-            raise ValueError(f"monotone must be a bool; got {self.monotone!r}.")
+        self.scaling = scaling
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
-        """Pure epsilon-DP (see ``monotone`` for the adjacency)."""
-        self._check_params()
-        if self.monotone:
-            return PrivacyGuarantee.pure(
-                self.epsilon,
-                adjacency="add/remove",
-                description=(
-                    "Monotone exponential mechanism over bin edges; 2*epsilon under replace-one."
-                ),
-            )
+        """Pure epsilon-DP, under both adjacencies except for ``scaling="monotone"``."""
+        params = self._validated_params()
+        scaling = params["scaling"]
+        descriptions = {
+            "tight": "Range-bounded exponential mechanism over bin edges (utility changes "
+            "within an interval of length 1).",
+            "paper": "Exponential mechanism over bin edges with sensitivity-scaled utility.",
+            "monotone": "Monotone exponential mechanism over bin edges; 2*epsilon under "
+            "replace-one.",
+        }
         return PrivacyGuarantee.pure(
-            self.epsilon,
-            adjacency="replace-one and add/remove",
-            description="Exponential mechanism over bin edges with sensitivity-scaled utility.",
+            params["epsilon"], adjacency=_ADJACENCY[scaling], description=descriptions[scaling]
         )
 
-    def resolve_parameters(self, n: int, alpha: float):
+    def resolve_parameters(self, n: int, alpha: float) -> tuple[int | None, float, float]:
         """The ``(n_bins, gamma, q~)`` this mechanism uses for public ``(n, alpha)``.
 
         Returns ``n_bins = None`` when no admissible ``m`` reaches ``q~ < 1``.
         """
-        self._check_params()
+        params = self._validated_params()
         return exponq_parameters(
             int(n),
             float(alpha),
-            float(self.epsilon),
-            bool(self.monotone),
-            None if isinstance(self.n_bins, str) else int(self.n_bins),
-            None if isinstance(self.gamma, str) else float(self.gamma),
+            params["epsilon"],
+            params["scaling"],
+            None if params["n_bins"] == "auto" else params["n_bins"],
+            None if params["gamma"] == "auto" else params["gamma"],
         )
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
@@ -431,17 +590,54 @@ class ExponQ(QuantileMechanism):
             )
         return CoverageCertificate(1.0 - alpha)
 
+    def _feasible(self, n_samples: int, alpha: float) -> bool:
+        return self.resolve_parameters(n_samples, alpha)[0] is not None
+
     def _unreachable(self, n: int, alpha: float, level: float) -> str:
         return (
             f"the inflated level q~ = {level:.4f} >= 1 for n = {n}, epsilon = "
-            f"{self.epsilon}, alpha = {alpha}: more calibration data or a larger "
-            "epsilon is needed."
+            f"{self.epsilon}, alpha = {alpha}: at least "
+            f"{self.min_informative_samples(alpha)} calibration scores are needed at this "
+            "epsilon, or a larger epsilon."
         )
+
+    def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """The exact distribution of the threshold :meth:`calibrate` releases.
+
+        For audits and tests: it reads the scores, spends no budget and is **not**
+        private. The released threshold is ``values[j]`` with probability
+        ``exp(log_probabilities[j])``.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Calibration scores in [0, 1].
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        values : ndarray
+            The bin edges ``j / m`` (``[1.0]`` when the level is unreachable).
+        log_probabilities : ndarray
+            ``log P(threshold = values[j])``.
+        """
+        scores, alpha = self._check_calibration_input(scores, alpha)
+        n_bins, _, level = self.resolve_parameters(scores.shape[0], alpha)
+        if n_bins is None:
+            return np.ones(1), np.zeros(1)
+        params = self._validated_params()
+        log_probabilities = quantile_log_probabilities(
+            bin_counts(scores, n_bins), level, params["epsilon"], scaling=params["scaling"]
+        )
+        return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
         n = scores.shape[0]
+        params = self._validated_params()
+        epsilon, scaling = params["epsilon"], params["scaling"]
         n_bins, gamma, level = self.resolve_parameters(n, alpha)
         if n_bins is None:
             return infeasible_calibration(
@@ -451,19 +647,22 @@ class ExponQ(QuantileMechanism):
                 self._unreachable(n, alpha, level),
                 q_tilde=level,
                 gamma=gamma,
-                n_bins=None if isinstance(self.n_bins, str) else int(self.n_bins),
+                n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
+                scaling=scaling,
             )
-        counts = bin_counts(scores, n_bins)
-        log_probabilities = quantile_log_probabilities(
-            counts,
-            level,
-            float(self.epsilon),
-            scaling="monotone" if self.monotone else "paper",
-        )
-        edge = noise.categorical_from_log_weights(log_probabilities) + 1
+        mechanism = quantile_exponential_mechanism(level, epsilon, scaling)
+        utilities = quantile_utilities(bin_counts(scores, n_bins), level, scaling)
+        edge = mechanism.select(utilities, noise) + 1
         upper, slope = coverage_upper_bound(
-            n, alpha, float(self.epsilon), n_bins, gamma, level, monotone=bool(self.monotone)
+            n, alpha, epsilon, n_bins, gamma, level, scaling=scaling
         )
+        reason = ""
+        if edge == n_bins:
+            reason = (
+                f"the exponential mechanism released the top edge 1.0 of its {n_bins} "
+                f"bins: the scores' q~ = {level:.4f} quantile lies in the top bin, or the "
+                "privacy noise moved the release there."
+            )
         return Calibration(
             mechanism=type(self).__name__,
             threshold=edge / n_bins,
@@ -474,12 +673,13 @@ class ExponQ(QuantileMechanism):
             coverage_upper_bound=upper,
             upper_bound_atom_slope=slope,
             target_level=level,
+            reason=reason,
             details={
                 "q_tilde": level,
                 "n_bins": n_bins,
                 "gamma": gamma,
-                "monotone": bool(self.monotone),
-                "n_bins_auto": isinstance(self.n_bins, str),
-                "gamma_auto": isinstance(self.gamma, str),
+                "scaling": scaling,
+                "n_bins_auto": params["n_bins"] == "auto",
+                "gamma_auto": params["gamma"] == "auto",
             },
         )

@@ -1,16 +1,17 @@
-"""P-COQS: private conformal calibration by noisy binary search (paper 002).
+"""P-COQS: private conformal calibration by noisy binary search.
 
 Romanus and Molinari, "Differentially Private Conformal Prediction via Quantile Binary
-Search" (2025), Algorithms 1-2, Proposition 1 and Theorem 2, with the corrections of
-DESIGN.md:
+Search" (2025), Algorithms 1-2, Proposition 1 and Theorem 2, with the corrections listed
+in the user guide:
 
-- (correction 2) the guarantee is rho-zCDP (reported with its (epsilon, delta)
-  conversion), not pure epsilon-DP; the user states ``rho`` or ``(epsilon, delta)``;
-- (correction 3) exactly ``N`` noisy count queries (the printed ``while i <= N`` makes
-  ``N + 1`` with noise calibrated for ``N``), and no rounding of the output;
-- (correction 8) ``N`` is capped where the halved interval reaches the floating-point
-  spacing, and scores outside the public sub-range ``bounds`` are clipped and counted,
-  not dropped.
+- the guarantee is rho-zCDP (reported with its (epsilon, delta) conversion), not pure
+  epsilon-DP; the user states ``rho`` or ``(epsilon, delta)``. The ``N`` count queries
+  are a :class:`~privconf_sklearn.privacy.GaussianQueryComposer`;
+- exactly ``N`` noisy count queries (the printed ``while i <= N`` makes ``N + 1`` with
+  noise calibrated for ``N``), and no rounding of the output;
+- ``N`` is capped where the halved interval reaches the floating-point spacing, and
+  scores outside the public sub-range ``bounds`` are clipped and counted (as owner
+  diagnostics), not dropped.
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import ndtri
 
 from .._random import NoiseSource
-from .._validation import check_in_open_interval, check_positive_finite, split_conformal_rank
-from ..privacy import PrivacyGuarantee
-from ..privacy._conversions import gaussian_epsilon, gaussian_mu
+from .._validation import Boolean, Interval, NoneValue, split_conformal_rank
+from ..privacy import GaussianQueryComposer, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -45,10 +44,10 @@ DEFAULT_REPORT_DELTA = 1e-5
 def query_count(lower: float, upper: float, step: float) -> tuple[int, int]:
     """Number of noisy count queries of the binary search on ``[lower, upper]``.
 
-    Paper 002 Algorithm 1: ``N = ceil(log2((upper - lower) / step))``, the number of
-    halvings after which the interval is at most ``step`` wide, computed exactly
-    (powers of two by :func:`math.ldexp`, no rounding of ``log2``). DESIGN.md
-    correction 8: once the interval is one floating-point spacing wide (the spacing at
+    Romanus and Molinari 2025, Algorithm 1: ``N = ceil(log2((upper - lower) / step))``,
+    the number of halvings after which the interval is at most ``step`` wide, computed
+    exactly (powers of two by :func:`math.ldexp`, no rounding of ``log2``). Once the
+    interval is one floating-point spacing wide (the spacing at
     ``max(|lower|, |upper|)``, ``2**-52`` on [0, 1]) a midpoint can no longer fall
     strictly inside it, so further queries would spend privacy without moving the
     threshold; ``N`` is capped at that number of halvings (52 on [0, 1]).
@@ -86,6 +85,8 @@ class SearchPlan:
 
     Attributes
     ----------
+    composer : GaussianQueryComposer
+        The ``N`` Gaussian count queries (sensitivity 1) and their accounting.
     rho : float
         zCDP parameter of the whole search.
     epsilon, delta : float
@@ -103,11 +104,15 @@ class SearchPlan:
     tau : float
         Rank error of Proposition 1, ``sqrt(N / rho * log(2 N / beta))``.
     rank_inflation : float
-        One-sided rank slack of the inflated variant, ``sigma * Phi^{-1}(1 - beta / N)``.
+        One-sided rank slack of the inflated variant, ``sigma * Phi^{-1}(1 - beta / N)``
+        (:meth:`GaussianQueryComposer.upper_tail_bound
+        <privconf_sklearn.privacy.GaussianQueryComposer.upper_tail_bound>`: a union
+        bound over the ``N`` queries).
     beta : float
         Failure probability of the rank-error bounds.
     """
 
+    composer: GaussianQueryComposer
     rho: float
     epsilon: float
     delta: float
@@ -136,26 +141,23 @@ def search_plan(
 
     With ``rho`` given, epsilon is the exact Gaussian conversion at ``delta``; with
     ``(epsilon, delta)`` given, rho is the largest whose Gaussian composition is
-    (epsilon, delta)-DP (:mod:`._zcdp`).
+    (epsilon, delta)-DP (:class:`~privconf_sklearn.privacy.GaussianQueryComposer`).
     """
-    if rho is None:
-        rho = gaussian_mu(epsilon, delta) ** 2 / 2.0
-    else:
-        epsilon = gaussian_epsilon(math.sqrt(2.0 * rho), delta)
     n_queries, requested = query_count(lower, upper, step)
-    noise_sd = math.sqrt(n_queries / (2.0 * rho))
+    composer = GaussianQueryComposer(n_queries, rho=rho, epsilon=epsilon, delta=delta)
     return SearchPlan(
-        rho=rho,
-        epsilon=epsilon,
+        composer=composer,
+        rho=composer.rho,
+        epsilon=composer.epsilon,
         delta=delta,
         lower=lower,
         upper=upper,
         n_queries=n_queries,
         n_queries_requested=requested,
         resolution=math.ldexp(upper - lower, -n_queries),
-        noise_sd=noise_sd,
-        tau=math.sqrt(n_queries / rho * math.log(2.0 * n_queries / beta)),
-        rank_inflation=-noise_sd * float(ndtri(beta / n_queries)),
+        noise_sd=composer.noise_sd,
+        tau=math.sqrt(n_queries / composer.rho * math.log(2.0 * n_queries / beta)),
+        rank_inflation=composer.upper_tail_bound(beta),
         beta=beta,
     )
 
@@ -275,7 +277,7 @@ class _RankCounter:
 def noisy_binary_search(
     scores: np.ndarray, target: float, lower: float, upper: float, noise_values: np.ndarray
 ) -> tuple[float, bool]:
-    """Romanus and Molinari (2025), Algorithm 1, with exactly ``len(noise_values)`` queries.
+    """Algorithm 1 of Romanus and Molinari 2025 with exactly ``len(noise_values)`` queries.
 
     Query ``i`` asks ``c_i = #{s <= mid_i} + noise_values[i]`` at the midpoint of the
     current interval; ``c_i >= target`` keeps the lower half (``right <- mid``),
@@ -320,33 +322,18 @@ def noisy_binary_search(
     return (right if certified else 1.0), certified
 
 
-@lru_cache(maxsize=256)
-def _guarantee(plan: SearchPlan) -> PrivacyGuarantee:
-    """The :class:`PrivacyGuarantee` of a :class:`SearchPlan` (see :class:`PCOQS`)."""
-    return PrivacyGuarantee(
-        notion="zcdp",
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        rho=plan.rho,
-        adjacency="replace-one and add/remove",
-        description=(
-            f"{plan.n_queries} Gaussian count queries of sensitivity 1 with noise sd "
-            f"{plan.noise_sd:.4g}: rho-zCDP and exactly sqrt(2 rho)-Gaussian DP, hence "
-            f"({plan.epsilon:.4g}, {plan.delta:.3g})-DP by the analytic Gaussian "
-            "conversion. Not pure epsilon-DP."
-        ),
-    )
-
-
 class PCOQS(QuantileMechanism):
-    """Private conformal calibration by noisy binary search (P-COQS, paper 002).
+    """Private conformal calibration by noisy binary search (P-COQS).
+
+    Romanus and Molinari, "Differentially Private Conformal Prediction via Quantile
+    Binary Search" (2025).
 
     The threshold is found by bisection of the public range ``bounds = [a, b]``: each
     of exactly ``N = ceil(log2((b - a) / step))`` steps asks the noisy count
     ``#{s_i <= mid} + N(0, N / (2 rho))`` and keeps the lower half when it reaches the
     target rank ``r = ceil((n + 1)(1 - alpha))`` (Algorithm 1). ``N`` is capped at the
-    floating-point resolution of ``[a, b]`` (52 halvings on [0, 1]; DESIGN.md
-    correction 8; ``details["n_queries_capped"]``). The release is the upper end of the
+    floating-point resolution of ``[a, b]`` (52 halvings on [0, 1];
+    ``details["n_queries_capped"]``). The release is the upper end of the
     final interval, unrounded, or 1 (the top of the public range) if no noisy count
     reached the target (:func:`noisy_binary_search`).
 
@@ -359,10 +346,10 @@ class PCOQS(QuantileMechanism):
     threshold is post-processing. The reported epsilon at ``delta`` is the exact
     (epsilon, delta) curve of ``mu``-GDP (analytic Gaussian, Balle and Wang 2018),
     valid because the mechanism is Gaussian, and tighter than the generic zCDP
-    conversions (see :mod:`privconf_sklearn.mechanisms._zcdp`). This is not pure
-    epsilon-DP: paper 002's experiments set ``rho = eps^2 / 2`` and call it eps-DP, which
-    is wrong (DESIGN.md correction 2); ``rho = 0.5`` is (4.38, 1e-5)-DP. The
-    ``BudgetAccountant`` records (epsilon, delta).
+    conversions (:class:`~privconf_sklearn.privacy.GaussianQueryComposer`). This is not
+    pure epsilon-DP: the paper's experiments set ``rho = eps^2 / 2`` and call it eps-DP,
+    which is wrong (see the user guide, "Corrections"); ``rho = 0.5`` is
+    (4.38, 1e-5)-DP. The ``BudgetAccountant`` records (epsilon, delta).
 
     **Coverage, default (``inflated=False``).** Let ``W_i`` be the query noises and ``E``
     the event ``|W_i| <= tau`` for all ``i``, with Proposition 1's
@@ -406,7 +393,8 @@ class PCOQS(QuantileMechanism):
     ``r + tau_1 > n`` the request is infeasible (threshold 1, no data read).
 
     If ``r > n`` the level is unreachable: the threshold is 1 and the data are not
-    read. The calibration size ``n`` is treated as public.
+    read. The calibration size ``n`` is treated as public. If no noisy count reaches the
+    target the release is 1 as well, with a warning (``reason`` says so).
 
     Parameters
     ----------
@@ -421,9 +409,9 @@ class PCOQS(QuantileMechanism):
     bounds : tuple of float, default=(0, 1)
         Public search range ``(a, b)`` inside [0, 1], ``a < b``. Scores outside are
         clipped to it: counted at ``a`` (below) or above every midpoint (above); their
-        numbers are in ``details`` (data-dependent, not private).
+        numbers are in ``owner_diagnostics`` (data-dependent, not private).
     step : float, default=1e-10
-        Final interval width (paper 002's ``delta``), in ``(0, b - a)``.
+        Final interval width (the paper's ``delta``), in ``(0, b - a)``.
     beta : float, default=1e-3
         Failure probability of the rank-error bounds, in (0, 1).
     inflated : bool, default=False
@@ -461,83 +449,92 @@ class PCOQS(QuantileMechanism):
         self.beta = beta
         self.inflated = inflated
 
+    _parameter_constraints = {
+        "rho": [NoneValue(), Interval("real", 0, None, closed="neither")],
+        "epsilon": [NoneValue(), Interval("real", 0, None, closed="neither")],
+        "delta": [NoneValue(), Interval("real", 0, 1, closed="neither")],
+        "step": [Interval("real", 0, None, closed="neither")],
+        "beta": [Interval("real", 0, 1, closed="neither")],
+        "inflated": [Boolean()],
+    }
+
     # ------------------------------------------------------------ parameters
     def _check_params(self) -> None:
-        self._plan()
+        self.resolve_plan()
 
     def _checked_bounds(self) -> tuple[float, float]:
         bounds = self.bounds
-        if (
-            not isinstance(bounds, tuple | list | np.ndarray)
-            or len(bounds) != 2
-            or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in bounds)
+        if not isinstance(bounds, tuple | list | np.ndarray) or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_) for v in bounds
         ):
-            raise ValueError(f"bounds must be a pair of real numbers (a, b); got {bounds!r}.")
+            raise TypeError(f"PCOQS: bounds must be a pair of real numbers (a, b); got {bounds!r}.")
+        if len(bounds) != 2:
+            raise ValueError(f"PCOQS: bounds must be a pair (a, b); got {bounds!r}.")
         lower, upper = float(bounds[0]), float(bounds[1])
         if not (0.0 <= lower < upper <= 1.0):
             raise ValueError(
-                "bounds must satisfy 0 <= a < b <= 1 (a public sub-range of the score "
-                f"range [0, 1]); got {bounds!r}."
+                "PCOQS: bounds must satisfy 0 <= a < b <= 1 (a public sub-range of the "
+                f"score range [0, 1]); got {bounds!r}."
             )
         return lower, upper
 
-    def _plan(self) -> SearchPlan:
-        """Validate the parameters and return the cached :class:`SearchPlan`."""
-        if (self.rho is None) == (self.epsilon is None):
+    def resolve_plan(self) -> SearchPlan:
+        """Validate the parameters and return the (cached) :class:`SearchPlan`.
+
+        Everything the search fixes before reading data: the number of queries, the
+        noise, the privacy accounting and the rank slacks.
+        """
+        params = self._validated_params()
+        if (params["rho"] is None) == (params["epsilon"] is None):
             raise ValueError(
                 "PCOQS needs exactly one privacy budget: rho (zCDP) or epsilon (with "
                 f"delta); got rho={self.rho!r}, epsilon={self.epsilon!r}."
             )
-        rho = epsilon = None
-        if self.rho is not None:
-            rho = check_positive_finite(self.rho, "rho")
-        else:
-            epsilon = check_positive_finite(self.epsilon, "epsilon")
-            if self.delta is None:
-                raise ValueError(
-                    "PCOQS(epsilon=...) needs delta: P-COQS is (epsilon, delta)-DP, never "
-                    "pure epsilon-DP. Give delta in (0, 1), or state rho instead."
-                )
-        delta = (
-            DEFAULT_REPORT_DELTA
-            if self.delta is None
-            else check_in_open_interval(self.delta, "delta")
-        )
-        lower, upper = self._checked_bounds()
-        step = check_positive_finite(self.step, "step")
-        if step >= upper - lower:
+        if params["epsilon"] is not None and params["delta"] is None:
             raise ValueError(
-                f"step must be smaller than the width b - a = {upper - lower!r} of bounds; "
-                f"got {self.step!r}."
+                "PCOQS(epsilon=...) needs delta: P-COQS is (epsilon, delta)-DP, never "
+                "pure epsilon-DP. Give delta in (0, 1), or state rho instead."
             )
-        beta = check_in_open_interval(self.beta, "beta")
-        if not isinstance(self.inflated, bool | np.bool_):
-            raise ValueError(f"inflated must be a bool; got {self.inflated!r}.")
-        return search_plan(rho, epsilon, delta, lower, upper, step, beta)
+        delta = DEFAULT_REPORT_DELTA if params["delta"] is None else params["delta"]
+        lower, upper = self._checked_bounds()
+        if params["step"] >= upper - lower:
+            raise ValueError(
+                f"PCOQS: step must be smaller than the width b - a = {upper - lower!r} of "
+                f"bounds; got {self.step!r}."
+            )
+        return search_plan(
+            params["rho"], params["epsilon"], delta, lower, upper, params["step"], params["beta"]
+        )
 
     # ---------------------------------------------------------- guarantees
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """rho-zCDP, reported with the exact (epsilon, delta) of its Gaussian composition."""
-        return _guarantee(self._plan())
+        return self.resolve_plan().composer.privacy_guarantee()
 
     def _target(self, plan: SearchPlan, rank: int) -> float:
         """The rank the noisy counts are compared with: ``r``, or ``r + tau_1`` if inflated."""
         return rank + plan.rank_inflation if self.inflated else float(rank)
 
+    def _feasible(self, n_samples: int, alpha: float) -> bool:
+        plan = self.resolve_plan()
+        rank = split_conformal_rank(n_samples, alpha)
+        return rank <= n_samples and self._target(plan, rank) <= n_samples
+
     def _unreachable(self, plan: SearchPlan, n: int, alpha: float, rank: int) -> str | None:
         """Why ``(n, alpha)`` cannot be calibrated, or None."""
+        if self._feasible(n, alpha):
+            return None
+        needed = self.min_informative_samples(alpha)
         if rank > n:
             return (
                 f"the conformal rank ceil((n + 1)(1 - alpha)) = {rank} exceeds n = {n} for "
-                f"alpha = {alpha}: more calibration data is needed."
+                f"alpha = {alpha}: at least {needed} calibration scores are needed."
             )
-        if self.inflated and self._target(plan, rank) > n:
-            return (
-                f"the inflated target rank r + tau_1 = {rank} + {plan.rank_inflation:.2f} "
-                f"exceeds n = {n} (rho = {plan.rho:.4g}, beta = {plan.beta}): more "
-                "calibration data, a larger rho or inflated=False is needed."
-            )
-        return None
+        return (
+            f"the inflated target rank r + tau_1 = {rank} + {plan.rank_inflation:.2f} "
+            f"exceeds n = {n} (rho = {plan.rho:.4g}, beta = {plan.beta}): at least "
+            f"{needed} calibration scores, a larger rho or inflated=False is needed."
+        )
 
     def _lower_bound(
         self, plan: SearchPlan, n: int, alpha: float, rank: int
@@ -549,7 +546,7 @@ class PCOQS(QuantileMechanism):
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
         """Theorem 2's approximate bound, or ``r / (n + 1) - beta`` when inflated."""
-        plan = self._plan()
+        plan = self.resolve_plan()
         rank = split_conformal_rank(n_samples, alpha)
         reason = self._unreachable(plan, n_samples, alpha, rank)
         if reason is not None:
@@ -560,7 +557,7 @@ class PCOQS(QuantileMechanism):
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
-        plan = self._plan()
+        plan = self.resolve_plan()
         n = scores.shape[0]
         rank = split_conformal_rank(n, alpha)
         details = {
@@ -580,29 +577,40 @@ class PCOQS(QuantileMechanism):
         if reason is not None:
             return infeasible_calibration(type(self).__name__, n, alpha, reason, **details)
         target = self._target(plan, rank)
-        noise_values = noise.normal(plan.noise_sd, plan.n_queries)
         threshold, certified = noisy_binary_search(
-            scores, target, plan.lower, plan.upper, noise_values
+            scores, target, plan.lower, plan.upper, plan.composer.noise(noise)
         )
-        full_range = plan.lower == 0.0 and plan.upper == 1.0
         lower_bound, confidence = self._lower_bound(plan, n, alpha, rank)
         details.update(
             target_rank=target,
             certified=certified,
             approximate_upper_bound=min(1.0, math.ceil(target + plan.tau) / (n + 1)),
-            n_clipped_below=0 if full_range else int(np.count_nonzero(scores < plan.lower)),
-            n_clipped_above=0 if full_range else int(np.count_nonzero(scores > plan.upper)),
-            # The clipped counts are data-dependent; with bounds = (0, 1) they are always 0.
-            diagnostics_are_private=full_range,
+        )
+        full_range = plan.lower == 0.0 and plan.upper == 1.0
+        owner_diagnostics = (
+            {}
+            if full_range
+            else {
+                "n_clipped_below": int(np.count_nonzero(scores < plan.lower)),
+                "n_clipped_above": int(np.count_nonzero(scores > plan.upper)),
+            }
         )
         return Calibration(
             mechanism=type(self).__name__,
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=_guarantee(plan),
+            privacy=plan.composer.privacy_guarantee(),
             coverage_lower_bound=lower_bound,
             lower_bound_confidence=confidence,
             target_level=target / n,
+            reason=""
+            if certified
+            else (
+                f"no noisy count of the {plan.n_queries} queries reached the target rank "
+                f"{target:.1f} inside bounds [{plan.lower}, {plan.upper}]: the threshold is "
+                "the top of the range."
+            ),
             details=details,
+            owner_diagnostics=owner_diagnostics,
         )

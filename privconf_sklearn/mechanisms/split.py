@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._random import NoiseSource
-from .._validation import split_conformal_rank
+from .._validation import check_alpha, split_conformal_rank
 from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
@@ -21,13 +21,15 @@ class SplitConformal(QuantileMechanism):
     """Split conformal prediction without privacy (epsilon = infinity).
 
     The threshold is the ``k``-th smallest score with ``k = ceil((n + 1)(1 - alpha))``
-    (Vovk et al. 2005; Lei et al. 2018; paper 003 Sec. 2). Under exchangeability the
+    (Vovk et al. 2005; Lei et al. 2018). Under exchangeability the
     prediction sets cover with probability at least ``k / (n + 1) >= 1 - alpha``, and at
     most ``k / (n + 1) + p_max`` where ``p_max`` is the largest atom of the score
     distribution (exactly ``k / (n + 1)`` for continuous scores).
 
     If ``k > n`` the level is unreachable: the threshold is the top of the range and
-    the calibration is marked infeasible.
+    the calibration is marked infeasible (:meth:`min_informative_samples` gives the
+    smallest ``n`` that reaches it). If the ``k``-th smallest score is itself 1, the
+    release is the top of the range too, with a warning.
 
     Examples
     --------
@@ -55,6 +57,10 @@ class SplitConformal(QuantileMechanism):
             )
         return CoverageCertificate(k / (n_samples + 1))
 
+    def min_informative_samples(self, alpha: float) -> int:
+        """Smallest ``n`` with ``ceil((n + 1)(1 - alpha)) <= n`` (closed form)."""
+        return conformal_rank_min_n(check_alpha(alpha))
+
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
     ) -> Calibration:
@@ -65,6 +71,11 @@ class SplitConformal(QuantileMechanism):
                 type(self).__name__, n, alpha, _unreachable(k, n, alpha), rank=k
             )
         threshold = float(np.partition(scores, k - 1)[k - 1])
+        reason = (
+            ""
+            if threshold < 1.0
+            else f"the k = {k}-th smallest calibration score is the top of the range, 1.0."
+        )
         return Calibration(
             mechanism=type(self).__name__,
             threshold=threshold,
@@ -75,6 +86,7 @@ class SplitConformal(QuantileMechanism):
             coverage_upper_bound=k / (n + 1),
             upper_bound_atom_slope=1.0,
             target_level=k / n,
+            reason=reason,
             details={"rank": k},
         )
 

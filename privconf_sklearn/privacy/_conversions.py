@@ -1,8 +1,10 @@
 """Conversions between zCDP, Gaussian DP and (epsilon, delta)-DP.
 
-Two families of conversions, both used to state P-COQS's guarantee (paper 002, with
-DESIGN.md correction 2) in the (epsilon, delta) form a diffprivlib ``BudgetAccountant``
-records:
+Two families of conversions, used to state the guarantee of Gaussian query
+compositions (:class:`~privconf_sklearn.privacy.GaussianQueryComposer`, behind P-COQS of
+Romanus and Molinari 2025, whose zCDP budget is not pure DP) and of any zCDP statement
+(:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`) in the (epsilon, delta) form a
+diffprivlib ``BudgetAccountant`` records:
 
 - **Exact, for Gaussian mechanisms.** A mechanism that adds ``N(0, sigma^2)`` noise to
   queries of sensitivity 1 is ``mu``-Gaussian DP with ``mu = 1 / sigma``, and the

@@ -6,7 +6,15 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-__all__ = ["ADJACENCIES", "Adjacency", "PrivacyGuarantee", "PrivacyNotion"]
+from ._conversions import zcdp_epsilon
+
+__all__ = [
+    "ADJACENCIES",
+    "ADJACENCY_STATEMENTS",
+    "Adjacency",
+    "PrivacyGuarantee",
+    "PrivacyNotion",
+]
 
 PrivacyNotion = Literal["pure", "zcdp", "local", "none"]
 
@@ -19,6 +27,9 @@ ADJACENCIES: tuple[str, ...] = ("replace-one", "add/remove")
 
 #: The ``adjacency`` value of a guarantee that holds under both relations.
 _BOTH = "replace-one and add/remove"
+
+#: Every value :attr:`PrivacyGuarantee.adjacency` can take.
+ADJACENCY_STATEMENTS: tuple[str, ...] = (*ADJACENCIES, _BOTH)
 
 
 @dataclass(frozen=True)
@@ -129,8 +140,6 @@ class PrivacyGuarantee:
             )
         note = f"{self.description} Stated under replace-one by group privacy (2 steps)."
         if self.notion == "zcdp":
-            from ._conversions import zcdp_epsilon
-
             rho = 4.0 * float(self.rho if self.rho is not None else 0.0)
             return replace(
                 self,

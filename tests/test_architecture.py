@@ -1,0 +1,234 @@
+"""The package's layering holds: one-way imports, no cycles.
+
+Every module of ``privconf_sklearn`` is parsed with :mod:`ast` (no import is executed),
+and every ``import`` / ``from ... import`` statement in it counts, including the ones
+inside functions and under ``if TYPE_CHECKING:``. The layers, lowest first, are listed
+in :data:`LAYERS` and drawn in the developer documentation
+(``docs/developer/architecture.rst``); a module may import modules of its own layer or
+of layers below, never above, and the import graph between modules has no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "privconf_sklearn"
+
+#: The layers, lowest first: (name, module prefixes). A module belongs to the layer of
+#: the longest prefix that names it or a package containing it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "foundations",
+        (
+            "privconf_sklearn._validation",
+            "privconf_sklearn._random",
+            "privconf_sklearn._diffprivlib",  # the one (lazy) door to diffprivlib
+            "privconf_sklearn._ledger",
+            "privconf_sklearn._groups",
+        ),
+    ),
+    ("privacy primitives", ("privconf_sklearn.privacy",)),
+    ("mechanisms", ("privconf_sklearn.mechanisms",)),
+    ("scores", ("privconf_sklearn.scores",)),
+    ("metrics and data", ("privconf_sklearn.metrics", "privconf_sklearn.datasets")),
+    (
+        "estimators",
+        (
+            "privconf_sklearn._base",
+            "privconf_sklearn.mondrian",  # per-group calibration the estimators use
+            "privconf_sklearn.classification",
+            "privconf_sklearn.regression",
+        ),
+    ),
+    ("cards", ("privconf_sklearn.cards",)),
+    (
+        "applications",
+        (
+            "privconf_sklearn",  # the package's __init__: the public names
+            "privconf_sklearn.federated",
+            "privconf_sklearn.dask",
+            "privconf_sklearn.__main__",
+            "privconf_sklearn._demo",
+        ),
+    ),
+]
+
+#: Rules the issue tracker named, checked on their own so a violation reads plainly.
+FORBIDDEN = [
+    ("privconf_sklearn._base", "privconf_sklearn.cards"),
+    ("privconf_sklearn.classification", "privconf_sklearn.cards"),
+    ("privconf_sklearn.regression", "privconf_sklearn.cards"),
+    ("privconf_sklearn.mechanisms", "privconf_sklearn.federated"),
+    ("privconf_sklearn.metrics", "privconf_sklearn.classification"),
+    ("privconf_sklearn.metrics", "privconf_sklearn.regression"),
+    ("privconf_sklearn.metrics", "privconf_sklearn._base"),
+]
+
+
+# ------------------------------------------------------------------ the graph
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(path, package.parent): path for path in sorted(package.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules ``path`` imports anywhere in its body (function level too).
+
+    ``from x import y`` counts as importing ``x.y`` when that is a module, else ``x``.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    top = name.split(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == top)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != top:
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule in modules else target)
+    found.discard(name)
+    return found
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = package_modules(package)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer index)
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[0]:
+                    best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            source_layer, target_layer = layer_of(module, layers), layer_of(target, layers)
+            if target_layer is not None and source_layer is not None:
+                if target_layer > source_layer:
+                    found.append(
+                        f"{module} ({layers[source_layer][0]}) imports {target} "
+                        f"({layers[target_layer][0]})"
+                    )
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+# ------------------------------------------------------------------ the tests
+GRAPH = import_graph()
+
+
+def test_every_module_has_a_layer():
+    unassigned = [module for module in GRAPH if layer_of(module) is None]
+    assert not unassigned, f"assign these modules to a layer in LAYERS: {unassigned}"
+
+
+def test_the_graph_sees_function_level_and_relative_imports():
+    assert "privconf_sklearn.mechanisms._base" in GRAPH["privconf_sklearn._base"]
+    assert "privconf_sklearn.privacy" in GRAPH["privconf_sklearn.mechanisms._base"]
+    assert len(GRAPH) >= 40
+
+
+def test_no_import_cycles():
+    found = cycles(GRAPH)
+    assert not found, f"import cycles between modules: {found}"
+
+
+def test_each_layer_imports_only_from_below():
+    found = upward_imports(GRAPH)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("importer, imported", FORBIDDEN)
+def test_named_rules(importer, imported):
+    offending = [
+        (module, target)
+        for module, targets in GRAPH.items()
+        if module == importer or module.startswith(importer + ".")
+        for target in targets
+        if target == imported or target.startswith(imported + ".")
+    ]
+    assert not offending, offending
+
+
+def test_checker_catches_a_function_level_cycle_and_an_upward_import(tmp_path):
+    """A planted function-level import from mechanisms into cards is caught twice."""
+    package = tmp_path / "privconf_sklearn"
+    (package / "mechanisms").mkdir(parents=True)
+    (package / "cards").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mechanisms" / "__init__.py").write_text("from .expon_q import ExponQ\n")
+    (package / "mechanisms" / "expon_q.py").write_text(
+        "def card():\n    from ..cards import build\n    return build\n"
+    )
+    (package / "cards" / "__init__.py").write_text("from ..mechanisms import ExponQ\n")
+    graph = import_graph(package)
+    assert graph["privconf_sklearn.mechanisms.expon_q"] == {"privconf_sklearn.cards"}
+    assert cycles(graph) == [
+        [
+            "privconf_sklearn.cards",
+            "privconf_sklearn.mechanisms",
+            "privconf_sklearn.mechanisms.expon_q",
+        ]
+    ]
+    assert upward_imports(graph) == [
+        "privconf_sklearn.mechanisms.expon_q (mechanisms) imports privconf_sklearn.cards (cards)"
+    ]

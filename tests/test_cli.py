@@ -1,0 +1,161 @@
+"""The command line: card show/verify, exit codes, closed pipes and bad arguments (issue 13)."""
+
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+
+from privconf_sklearn.__main__ import main
+from privconf_sklearn.cards import Contract, ContractCard
+from privconf_sklearn.mechanisms import ExponQ
+
+CONTRACT = Contract(0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=1e-3)
+
+
+@lru_cache(maxsize=1)
+def _cards():
+    met = ContractCard.for_configuration(
+        ExponQ(epsilon=1.0), 3000, 0.1, contract=CONTRACT, epsilon_train=2.0
+    )
+    not_met = ContractCard.for_configuration(
+        ExponQ(epsilon=1.0), 50, 0.1, contract=CONTRACT, epsilon_train=2.0
+    )
+    return met, not_met
+
+
+def _run(*args, close_stdout=False):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "privconf_sklearn", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if close_stdout:  # the reader went away, as `| head` does
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.wait()
+        return process.returncode, "", stderr
+    stdout, stderr = process.communicate()
+    return process.returncode, stdout, stderr
+
+
+def test_show_and_verify(tmp_path, capsys):
+    met, not_met = _cards()
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    met.save(good)
+    not_met.save(bad)
+    assert main(["card", "show", str(good)]) == 0
+    assert capsys.readouterr().out.startswith("# Contract card — FEASIBLE")
+    assert main(["card", "show", str(good), "--format", "json"]) == 0
+    assert ContractCard.from_json(capsys.readouterr().out) == met
+    assert main(["card", "verify", str(good)]) == 0
+    assert "ACCEPTED" in capsys.readouterr().out
+    assert main(["card", "verify", str(bad)]) == 1
+    assert "FAIL] level_reachable" in capsys.readouterr().out
+    edited = tmp_path / "edited.json"
+    edited.write_text(good.read_text().replace('"target_coverage": 0.9', '"target_coverage": 0.8'))
+    assert main(["card", "verify", str(edited)]) == 2
+    assert "edited" in capsys.readouterr().out
+    assert main(["card", "show", str(edited)]) == 0
+    assert "does not match" in capsys.readouterr().err
+
+
+def test_module_entry_point_exit_code(tmp_path):
+    _cards()[1].save(tmp_path / "bad.json")
+    code, stdout, stderr = _run("card", "verify", str(tmp_path / "bad.json"))
+    assert code == 1, stderr
+    assert "REJECTED" in stdout
+
+
+@pytest.mark.parametrize(("action", "card", "expected"), [("show", 0, 0), ("verify", 1, 1)])
+def test_a_closed_pipe_ends_quietly(tmp_path, action, card, expected):
+    """``card show card.json | head`` must not end in a BrokenPipeError traceback."""
+    _cards()[card].save(tmp_path / "card.json")
+    code, _, stderr = _run("card", action, str(tmp_path / "card.json"), close_stdout=True)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+    assert code == expected  # the command's own exit code
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "garbage", "[1, 2]", "{}", "\x00\x01", "[" * 100_000],
+    ids=["empty", "garbage", "array", "empty object", "binary", "deep"],
+)
+@pytest.mark.parametrize("action", ["show", "verify"])
+def test_unreadable_cards_exit_2_with_one_line(tmp_path, capsys, action, content):
+    path = tmp_path / "card.json"
+    path.write_text(content)
+    assert main(["card", action, str(path)]) == 2
+    captured = capsys.readouterr()
+    message = captured.err if action == "show" else captured.out
+    assert "Traceback" not in message and message.strip()
+    if action == "show":
+        assert len(message.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("action", ["show", "verify"])
+def test_missing_files_and_directories_exit_2(tmp_path, capsys, action):
+    for target in (tmp_path / "missing.json", tmp_path):
+        assert main(["card", action, str(target)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--alpha", "2"],
+        ["demo", "--alpha", "nan"],
+        ["demo", "--alpha", "0"],
+        ["demo", "--epsilon-cal", "-1"],
+        ["demo", "--epsilon-cal", "inf"],
+        ["demo", "--epsilon-model", "abc"],
+        ["demo", "--n-samples", "0"],
+        ["demo", "--n-samples", "2.5"],
+        ["demo", "--n-samples", "10" + "0" * 400],
+        ["demo", "--seed", "-1"],
+        ["demo", "--score", "raps?"],
+        ["card", "inspect", "card.json"],
+        ["card", "show"],
+        [],
+    ],
+)
+def test_bad_arguments_are_usage_errors(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert error.strip().splitlines()[-1].startswith("usage:") or "error:" in error
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["card", "--help"])
+    assert "exit codes: 0" in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_verify_with_a_public_key(tmp_path, capsys):
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = tmp_path / "issuer.pem"
+    pem.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    _cards()[0].sign(key).save(tmp_path / "signed.json")
+    _cards()[0].save(tmp_path / "unsigned.json")
+    assert main(["card", "verify", str(tmp_path / "signed.json"), "--public-key", str(pem)]) == 0
+    assert "signature: valid" in capsys.readouterr().out
+    assert main(["card", "verify", str(tmp_path / "unsigned.json"), "--public-key", str(pem)]) == 2
+    assert "not signed" in capsys.readouterr().out
+    assert main(["card", "verify", str(tmp_path / "signed.json"), "--public-key", "nope"]) == 2
+    assert "cannot read the public key" in capsys.readouterr().err
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a key")
+    assert (
+        main(["card", "verify", str(tmp_path / "signed.json"), "--public-key", str(garbage)]) == 2
+    )
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,299 @@
+"""A small mutation check: do the tests catch plausible bugs in privacy and coverage code.
+
+Each mutant replaces one exact piece of source text by a plausible mistake (a dropped
+factor, an off-by-one rank, a flipped sign). For every mutant the script copies the
+repository (without ``.git``, virtual environments and build output) into a temporary
+directory once, applies the mutant there, runs the targeted tests with the current
+interpreter against the copy, and restores the file. A mutant is
+
+- **killed** when the targeted tests fail (what we want),
+- **survived** when they pass (a test is missing or too weak),
+- **stale** when its original text no longer occurs exactly once (the code moved on:
+  update the mutant), or **timeout** when the tests ran longer than ``--timeout``.
+
+Usage (from the repository root, with the ``[dev]`` extra installed)::
+
+    python tools/mutation_check.py                 # every mutant
+    python tools/mutation_check.py --list          # the mutants, not run
+    python tools/mutation_check.py --only expon-q-non-strict-counts dp-aps-laplace-scale
+
+It exits with 0 when it ran, whatever survived (``--strict``: 1 if any mutant survived
+or is stale), so that it can report on code where some mutants are known survivors. The
+developer documentation (``docs/developer/mutation_check.rst``) lists the mutants and
+how to add one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Not copied: version control, environments, caches and build output.
+IGNORED = shutil.ignore_patterns(
+    ".git", ".venv*", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache",
+    ".hypothesis", "_build", "build", "dist", "*.egg-info", "results",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One plausible bug: replace ``original`` (exactly once in ``path``) by ``mutated``."""
+
+    name: str
+    path: str
+    original: str
+    mutated: str
+    tests: tuple[str, ...]
+    why: str
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- the three survivors of the hand mutation test of issue 15
+    Mutant(
+        "expon-q-non-strict-counts",
+        "privconf_sklearn/mechanisms/expon_q.py",
+        "below = cumulative - counts",
+        "below = cumulative",
+        ("tests/test_expon_q.py", "tests/test_expon_q_privacy.py"),
+        "ExponQ utility counts scores <= e_j instead of the strict b_j = #{s < e_j}",
+    ),
+    Mutant(
+        "pcoqs-inflation-without-union-bound",
+        "privconf_sklearn/mechanisms/pcoqs.py",
+        "rank_inflation=-noise_sd * float(ndtri(beta / n_queries))",
+        "rank_inflation=-noise_sd * float(ndtri(beta))",
+        ("tests/test_pcoqs.py",),
+        "P-COQS inflated rank slack without the union bound over the N queries",
+    ),
+    Mutant(
+        "dp-aps-laplace-scale",
+        "privconf_sklearn/mechanisms/dp_aps.py",
+        "noise.laplace(n_bins / epsilon, n_bins)",
+        "noise.laplace(1.0 / epsilon, n_bins)",
+        ("tests/test_dp_aps.py",),
+        "DP-APS Laplace scale 1/epsilon instead of B/epsilon (B-fold privacy loss)",
+    ),
+    # --- ExponQ
+    Mutant(
+        "expon-q-sign-flip",
+        "privconf_sklearn/mechanisms/expon_q.py",
+        "log_weights = -exponent",
+        "log_weights = exponent",
+        ("tests/test_expon_q.py", "tests/test_expon_q_privacy.py"),
+        "exponential mechanism favours the worst edges",
+    ),
+    Mutant(
+        "expon-q-tight-drops-epsilon",
+        "privconf_sklearn/mechanisms/expon_q.py",
+        "exponent = epsilon * np.maximum((1.0 - q) * below, q * above)",
+        "exponent = np.maximum((1.0 - q) * below, q * above)",
+        ("tests/test_expon_q.py", "tests/test_expon_q_privacy.py"),
+        "tight scaling ignores epsilon",
+    ),
+    Mutant(
+        "expon-q-paper-drops-factor-2",
+        "privconf_sklearn/mechanisms/expon_q.py",
+        'factor = 2.0 if scaling == "paper" else 1.0',
+        "factor = 1.0",
+        ("tests/test_expon_q.py", "tests/test_expon_q_privacy.py"),
+        "paper scaling without the 2 of the exponential mechanism: 2 epsilon spent",
+    ),
+    # --- split conformal and binning
+    Mutant(
+        "split-rank-off-by-one",
+        "privconf_sklearn/_validation.py",
+        "return math.ceil(Fraction(n + 1) * (1 - Fraction(alpha)))",
+        "return math.ceil(Fraction(n) * (1 - Fraction(alpha)))",
+        ("tests/test_split_conformal.py", "tests/test_coverage_central.py"),
+        "split conformal rank ceil(n (1 - alpha)) instead of ceil((n + 1)(1 - alpha))",
+    ),
+    Mutant(
+        "split-threshold-off-by-one",
+        "privconf_sklearn/mechanisms/split.py",
+        "threshold = float(np.partition(scores, k - 1)[k - 1])",
+        "threshold = float(np.partition(scores, k - 2)[k - 2])",
+        ("tests/test_split_conformal.py", "tests/test_coverage_central.py"),
+        "the (k-1)-th smallest score instead of the k-th",
+    ),
+    Mutant(
+        "binning-no-rounding-fix",
+        "privconf_sklearn/mechanisms/_binning.py",
+        "index += scores > edges[index]",
+        "pass",
+        ("tests/test_expon_q.py", "tests/test_dp_aps.py", "tests/test_fedcp.py"),
+        "a score just above an edge stays in the bin below (prediction-time test disagrees)",
+    ),
+    # --- P-COQS
+    Mutant(
+        "pcoqs-noise-sd-halved",
+        "privconf_sklearn/mechanisms/pcoqs.py",
+        "noise_sd = math.sqrt(n_queries / (2.0 * rho))",
+        "noise_sd = math.sqrt(n_queries / (8.0 * rho))",
+        ("tests/test_pcoqs.py",),
+        "Gaussian noise half as wide as rho-zCDP needs",
+    ),
+    Mutant(
+        "pcoqs-tau-drops-2",
+        "privconf_sklearn/mechanisms/pcoqs.py",
+        "tau=math.sqrt(n_queries / rho * math.log(2.0 * n_queries / beta))",
+        "tau=math.sqrt(n_queries / rho * math.log(n_queries / beta))",
+        ("tests/test_pcoqs.py",),
+        "rank error of Proposition 1 without the two-sided factor 2",
+    ),
+    # --- DP-APS
+    Mutant(
+        "dp-aps-offset-drops-bins",
+        "privconf_sklearn/mechanisms/dp_aps.py",
+        "return n_bins * math.log(n_bins / beta) / epsilon",
+        "return math.log(n_bins / beta) / epsilon",
+        ("tests/test_dp_aps.py",),
+        "offset lambda without the factor B: the certificate no longer holds",
+    ),
+    # --- privacy accounting
+    Mutant(
+        "group-privacy-drops-factor-2",
+        "privconf_sklearn/privacy/_guarantee.py",
+        "epsilon=2.0 * self.epsilon",
+        "epsilon=self.epsilon",
+        ("tests/test_zcdp.py", "tests/test_accountant.py", "tests/test_expon_q_privacy.py"),
+        "add/remove guarantee restated under replace-one without group privacy",
+    ),
+    Mutant(
+        "zcdp-conversion-drops-2",
+        "privconf_sklearn/privacy/_conversions.py",
+        "return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))",
+        "return rho + math.sqrt(rho * math.log(1.0 / delta))",
+        ("tests/test_zcdp.py", "tests/test_pcoqs.py"),
+        "Bun-Steinke conversion understates epsilon",
+    ),
+    # --- scores and honesty
+    Mutant(
+        "lac-score-sign",
+        "privconf_sklearn/scores/classification.py",
+        "return 1.0 - outputs[np.arange(outputs.shape[0]), y]",
+        "return outputs[np.arange(outputs.shape[0]), y]",
+        ("tests/test_scores.py", "tests/test_classifier.py"),
+        "LAC score p_y instead of 1 - p_y",
+    ),
+    Mutant(
+        "informative-at-the-top",
+        "privconf_sklearn/mechanisms/_base.py",
+        'object.__setattr__(self, "informative", bool(self.threshold < 1.0))',
+        'object.__setattr__(self, "informative", bool(self.threshold <= 1.0))',
+        ("tests/test_expon_q.py", "tests/test_dp_aps.py", "tests/test_classifier.py"),
+        "a release at the top of the range (all labels) reported as informative",
+    ),
+    Mutant(
+        "fedcp-agent-rank-off-by-one",
+        "privconf_sklearn/mechanisms/_fedcp_agent.py",
+        'message["value"] = float(np.partition(scores, rank - 1)[rank - 1])',
+        'message["value"] = float(np.partition(scores, rank - 2)[rank - 2])',
+        ("tests/test_fedcp.py", "tests/test_federated_protocol.py"),
+        "each FedCP-QQ agent sends its (l-1)-th smallest score instead of the l-th",
+    ),
+)
+
+
+def copy_repository(destination: Path) -> Path:
+    """Copy the repository (sources, tests, configuration) under ``destination``."""
+    target = destination / "repository"
+    shutil.copytree(ROOT, target, ignore=IGNORED)
+    return target
+
+
+def run_tests(copy: Path, tests: tuple[str, ...], timeout: float) -> str:
+    """``"passed"``, ``"failed"`` or ``"timeout"`` for the targeted tests in the copy."""
+    command = [
+        sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+        "--no-header", "-o", "addopts=", *tests,
+    ]  # fmt: skip
+    # ``python -m`` puts the working directory first on sys.path, so the copy's package
+    # is imported, not an installed or editable one.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        done = subprocess.run(
+            command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "passed" if done.returncode == 0 else "failed"
+
+
+def imports_the_copy(copy: Path) -> bool:
+    """Whether a test run in ``copy`` imports the package from the copy."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import privconf_sklearn; print(privconf_sklearn.__file__)"],
+        cwd=copy, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done.returncode == 0 and Path(done.stdout.strip()).is_relative_to(copy)
+
+
+def check(mutants, timeout: float, print_fn=print) -> dict[str, str]:
+    """Run every mutant; return ``{name: "killed" | "survived" | "stale" | "timeout"}``."""
+    outcome: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as directory:
+        copy = copy_repository(Path(directory))
+        if not imports_the_copy(copy):
+            raise SystemExit("the tests would not import the copied package; aborting")
+        for mutant in mutants:
+            path = copy / mutant.path
+            source = path.read_text(encoding="utf-8")
+            if source.count(mutant.original) != 1:
+                outcome[mutant.name] = "stale"
+                print_fn(f"{'stale':<9} {mutant.name:<40} original text not found once")
+                continue
+            started = time.monotonic()
+            path.write_text(source.replace(mutant.original, mutant.mutated), encoding="utf-8")
+            try:
+                result = run_tests(copy, mutant.tests, timeout)
+            finally:
+                path.write_text(source, encoding="utf-8")
+            outcome[mutant.name] = {"failed": "killed", "passed": "survived"}.get(
+                result, result
+            )
+            seconds = time.monotonic() - started
+            print_fn(f"{outcome[mutant.name]:<9} {mutant.name:<40} {seconds:6.1f} s  {mutant.why}")
+    return outcome
+
+
+def main(argv=None) -> int:
+    """Command line: run (or list) the mutants and print one line per mutant."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 if a mutant survived or is stale"
+    )
+    args = parser.parse_args(argv)
+    names = {mutant.name for mutant in MUTANTS}
+    unknown = sorted(set(args.only or ()) - names)
+    if unknown:
+        parser.error(f"unknown mutants {unknown}; --list shows them")
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    if args.list:
+        for mutant in chosen:
+            print(f"{mutant.name:<40} {mutant.path}: {mutant.why}")
+            print(f"{'':<40} tests: {' '.join(mutant.tests)}")
+        return 0
+    outcome = check(chosen, args.timeout)
+    counts = {kind: sum(v == kind for v in outcome.values()) for kind in
+              ("killed", "survived", "stale", "timeout")}  # fmt: skip
+    print(", ".join(f"{count} {kind}" for kind, count in counts.items()))
+    if args.strict and (counts["survived"] or counts["stale"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Private and non-private models, with private and non-private calibration.
 
-The four combinations of paper 000's Figure 4 (Angelopoulos et al., "Private Prediction
+The four combinations of Figure 4 of Angelopoulos et al. (2022, "Private Prediction
 Sets"): a non-private or a differentially private model (scikit-learn's or diffprivlib's
 logistic regression, epsilon_model = 8), calibrated by split conformal prediction or by
 ExponQ (epsilon_cal = 1). Simulated 10-class data; the models are trained once, and
@@ -16,6 +16,9 @@ Features are scaled and every row is clipped to the unit ball before training, a
 public preprocessing that gives diffprivlib its ``data_norm = 1`` without reading the
 data.
 
+diffprivlib's LogisticRegression passes ``multi_class`` to scikit-learn, which removed it
+in 1.8: this example needs scikit-learn < 1.8.
+
 Run:  python examples/plot_private_model_and_calibration.py [--quick] [--output DIR]
 The full run (500 splits) takes about 10 s; ``--quick`` (10 splits) a few seconds.
 """
@@ -27,11 +30,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from diffprivlib.models import LogisticRegression as PrivateLogisticRegression
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 
-from privconf_sklearn import PrivateConformalClassifier
+from privconf_sklearn import PrivateConformalClassifier, import_diffprivlib
 from privconf_sklearn.mechanisms import ExponQ, SplitConformal
 from privconf_sklearn.metrics import mean_set_size, set_coverage
 
@@ -49,7 +51,12 @@ def clip_rows(X: np.ndarray) -> np.ndarray:
 
 
 def make_models(X_train, y_train, seed: int) -> dict:
-    """The non-private and the private model."""
+    """The non-private and the private model.
+
+    diffprivlib is imported through ``import_diffprivlib`` (which makes it importable on
+    scikit-learn >= 1.9); its LogisticRegression itself needs scikit-learn < 1.8.
+    """
+    PrivateLogisticRegression = import_diffprivlib().models.LogisticRegression
     with warnings.catch_warnings():
         # diffprivlib 0.6.6 passes options that scipy >= 1.15 deprecates; not ours.
         warnings.simplefilter("ignore", DeprecationWarning)

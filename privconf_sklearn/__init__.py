@@ -5,6 +5,7 @@ a private quantile mechanism, and get prediction sets or intervals with a stated
 coverage guarantee and a stated privacy guarantee for the calibration set.
 """
 
+from ._diffprivlib import import_diffprivlib
 from .cards import CertificateAwareSearch, Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import (
@@ -13,7 +14,12 @@ from .mechanisms import (
     PrivacyGuarantee,
     UninformativeCalibrationWarning,
 )
-from .regression import PrivateConformalRegressor, QuantilePair, ScoreBoundsWarning
+from .regression import (
+    PrivacyLeakWarning,
+    PrivateConformalRegressor,
+    QuantilePair,
+    ScoreBoundsWarning,
+)
 
 __version__ = "0.1.0"
 
@@ -24,11 +30,13 @@ __all__ = [
     "ContractCard",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
+    "PrivacyLeakWarning",
     "PrivateConformalClassifier",
     "PrivateConformalRegressor",
     "QuantilePair",
     "ScoreBoundsWarning",
     "UninformativeCalibrationWarning",
     "__version__",
+    "import_diffprivlib",
     "verify_card",
 ]

@@ -1,31 +1,54 @@
 """Logic shared by the conformal classifier and regressor.
 
 Data flow (one way): estimator outputs -> score object -> scores mapped into the public
-range [0, 1] -> mechanism -> :class:`~privconf_sklearn.mechanisms.Calibration` -> the
-estimator keeps it -> ``predict_set`` asks the score object for the sets at that
-threshold. Subclasses supply the score aliases, the target checks and (for regression)
-the public score bounds.
+range [0, 1] -> mechanism (one release, or one per Mondrian group) ->
+:class:`~privconf_sklearn.mechanisms.Calibration` (or
+:class:`~privconf_sklearn.mondrian.MondrianCalibration`) -> the estimator keeps it ->
+``predict_set`` asks the score object for the sets at the threshold(s). Subclasses supply
+the score aliases, the constraints table, the target checks and (for regression) the
+public score bounds.
+
+Privacy accounting: everything a fit will release is planned from parameters alone
+(:meth:`BasePrivateConformal._plan`), stated under the user's ``adjacency`` and checked
+on the ledger before any data is read; after calibration exactly the recorded guarantee
+``calibration_.privacy`` is spent on that ledger, then the fitted attributes are set all
+at once.
 """
 
 from __future__ import annotations
 
 import numbers
 import struct
+import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from diffprivlib.accountant import BudgetAccountant
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state, gen_batches, get_tags, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from ._validation import check_alpha
-from .mechanisms._base import Calibration, QuantileMechanism
+from ._groups import GroupIndex, check_group_list, group_ids_of_rows
+from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_ledger, spend
+from ._random import check_noise_source
+from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
+from ._validation import validate_params as _validate_params
+from .mechanisms import QuantileMechanism
+from .mechanisms._base import Calibration
+from .mondrian import (
+    MondrianCalibration,
+    PrivateGroupSizes,
+    UnseenGroupWarning,
+    calibrate_groups,
+    group_records,
+    mondrian_privacy,
+    warn_trivial_groups,
+)
+from .privacy import PrivacyGuarantee
 from .scores._base import BaseConformityScore
 
 __all__ = ["BasePrivateConformal", "register_card_builder"]
@@ -51,6 +74,63 @@ def _estimator_has(attr: str):
     return check
 
 
+class CallableValue(Constraint):
+    """A callable (e.g. a Mondrian grouping function)."""
+
+    def accepts_type(self, value) -> bool:
+        """Anything callable that is not a string."""
+        return callable(value) and not isinstance(value, str)
+
+    def describe(self) -> str:
+        """``a callable``."""
+        return "a callable X -> group ids"
+
+
+def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -> dict:
+    """The constraints table shared by the classifier and the regressor."""
+    mondrian: list[Constraint] = [NoneValue(), CallableValue()]
+    if mondrian_options:
+        mondrian.insert(1, Options(*mondrian_options))
+    return {
+        "mechanism": [InstanceOf(QuantileMechanism, "QuantileMechanism such as ExponQ(epsilon)")],
+        "alpha": [Interval("real", 0.0, 1.0, closed="neither")],
+        "conformity_score": [
+            Options(*score_aliases),
+            InstanceOf(BaseConformityScore, "BaseConformityScore instance"),
+        ],
+        "mondrian": mondrian,
+        "group_sizes": [
+            NoneValue(),
+            Options("public"),
+            InstanceOf(PrivateGroupSizes, "PrivateGroupSizes instance"),
+        ],
+        "adjacency": [Options("replace-one", "add/remove")],
+        "prefit": [Boolean()],
+        "calibration_size": [
+            Interval("real", 0.0, 1.0, closed="neither"),
+            Interval("integer", 1, None),
+        ],
+        "random_state": [
+            NoneValue(),
+            Interval("integer", 0, None),
+            InstanceOf((np.random.RandomState, np.random.Generator), "numpy random generator"),
+        ],
+        "accountant": [NoneValue(), LedgerConstraint()],
+    }
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a fit will do, fixed from parameters alone before any data is read."""
+
+    params: dict
+    score: BaseConformityScore
+    mechanism: QuantileMechanism
+    ledger: Any
+    planned: PrivacyGuarantee
+    group_list: tuple | None
+
+
 class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared implementation of the private conformal wrappers.
 
@@ -59,19 +139,40 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     :class:`~privconf_sklearn.PrivateConformalRegressor`).
     """
 
-    #: Mapping from the string aliases accepted by ``score`` to score factories.
+    #: Mapping from the string aliases accepted by ``conformity_score`` to score factories.
     _score_aliases: dict[str, Any] = {}
+    #: One constraints table per class, checked by :meth:`_plan`.
+    _parameter_constraints: dict[str, list] = {}
+    #: Attributes a fit may set; a refit removes the ones it does not set again.
+    _fitted_attribute_names: tuple[str, ...] = (
+        "estimator_",
+        "score_",
+        "mechanism_",
+        "calibration_",
+        "score_bounds_",
+        "threshold_",
+        "groups_",
+        "group_thresholds_",
+        "mondrian_",
+        "n_features_in_",
+        "feature_names_in_",
+    )
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod
     def _encode_targets(self, y, estimator) -> np.ndarray:
         """Validate ``y`` and put it in the form the score expects."""
 
-    def _public_bounds(self, score: BaseConformityScore, scores: np.ndarray):
-        """Public range ``(low, high)`` of the scores and a record of how it was set.
+    @abstractmethod
+    def _check_estimator_kind(self, estimator) -> None:
+        """Raise ``TypeError`` if ``estimator`` is of the wrong kind (e.g. a classifier)."""
 
-        The base class accepts only scores with natural bounds (classification);
-        the regressor overrides this with ``score_bounds``.
+    def _public_bounds(self, score: BaseConformityScore, scores: np.ndarray):
+        """Public range ``(low, high)``, the scores clipped to it, and a record of how.
+
+        The base class accepts only scores with natural bounds (classification); the
+        regressor overrides this with ``score_bounds``. The record is passed back to
+        :meth:`_finish_release` and :meth:`_broken_privacy_reason`.
         """
         if score.natural_bounds is None:
             raise ValueError(
@@ -85,49 +186,101 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 f"{type(score).__name__} scores must lie in their public range "
                 f"[{low}, {high}]; got values {scores[outside][:5].tolist()}."
             )
-        return (low, high), scores, {}
+        return (low, high), scores, None
 
-    def _broken_privacy_reason(self, bounds_record: dict) -> str | None:
+    def _broken_privacy_reason(self, bounds_record) -> str | None:
         """Why the privacy guarantee does not hold for this fit, or None."""
         return None
 
-    def _calibration_record(self, calibration: Calibration, bounds_record: dict) -> dict:
-        """Entries added to ``calibration_.details`` (default: the bounds record)."""
-        return bounds_record
+    def _finish_release(self, calibration: Calibration, bounds_record, rows) -> Calibration:
+        """Add estimator-level records to one release (all rows, or one group's rows)."""
+        return calibration
+
+    def _warn_about_releases(self, releases: list[Calibration], bounds_record) -> None:
+        """Subclass hook: warnings about the final releases (before anything is spent)."""
+
+    def _mondrian_row_groups(self, mondrian, X, encoded, estimator, n_rows: int):
+        """Group id of every calibration row and the public group list (or None)."""
+        return group_ids_of_rows(mondrian, X, n_rows), None
+
+    def _extra_fitted_attributes(self, estimator, calibration) -> dict:
+        """Subclass hook: further fitted attributes (e.g. ``classes_``)."""
+        return {}
 
     # ------------------------------------------------------------- validation
+    def _validated(self, *names: str) -> dict:
+        """Some parameters checked against the constraints table (see :meth:`_plan`)."""
+        return _validate_params(self, {name: self._parameter_constraints[name] for name in names})
+
     def _resolve_score(self) -> BaseConformityScore:
-        score = self.conformity_score
-        if isinstance(score, str):
-            factory = self._score_aliases.get(score.lower())
-            if factory is None:
-                raise ValueError(
-                    f"conformity_score={score!r} is not a known score; use one of "
-                    f"{sorted(self._score_aliases)} or a score instance."
-                )
-            return factory()
-        if isinstance(score, BaseConformityScore):
-            return clone(score)
-        raise TypeError(
-            f"conformity_score must be a string alias {sorted(self._score_aliases)} or a "
-            f"BaseConformityScore instance; got {type(score).__name__}."
-        )
+        """A fresh score object from ``conformity_score`` (validated)."""
+        score = self._validated("conformity_score")["conformity_score"]
+        return self._score_aliases[score]() if isinstance(score, str) else clone(score)
 
     def _resolve_mechanism(self) -> QuantileMechanism:
-        if not isinstance(self.mechanism, QuantileMechanism):
-            raise TypeError(
-                "mechanism must be a QuantileMechanism instance such as ExponQ(epsilon=1.0) "
-                f"or SplitConformal(); got {self.mechanism!r}."
-            )
-        return clone(self.mechanism)
+        """A copy of ``mechanism`` (validated as a QuantileMechanism)."""
+        return clone(self._validated("mechanism")["mechanism"])
 
-    def _resolve_accountant(self) -> BudgetAccountant:
-        if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
-            raise TypeError(
-                "accountant must be a diffprivlib BudgetAccountant or None (the default "
-                f"accountant); got {type(self.accountant).__name__}."
+    def _check_mondrian(self, params: dict, mechanism: QuantileMechanism) -> tuple | None:
+        """Consistency of ``mondrian``, ``group_sizes`` and the mechanism (no data read).
+
+        Returns the declared public group list (private sizes with a callable), or None.
+        """
+        mondrian, sizes = params["mondrian"], params["group_sizes"]
+        name = type(self).__name__
+        if mondrian is None:
+            if sizes is not None:
+                raise ValueError(
+                    f"{name}: group_sizes={sizes!r} is only used with mondrian; set mondrian "
+                    "or leave group_sizes=None."
+                )
+            return None
+        if sizes is None:
+            raise ValueError(
+                f"{name}: mondrian={mondrian!r} needs group_sizes: 'public' (each group's "
+                "calibration size is disclosed, as the total calibration size is) or "
+                "PrivateGroupSizes(epsilon=...) (sizes released with their own budget). "
+                "See the user guide, Mondrian calibration."
             )
-        return BudgetAccountant.load_default(self.accountant)
+        if mechanism.requires_groups:
+            raise ValueError(
+                f"{name}: mondrian needs a central mechanism (ExponQ, PCOQS, DPAPS, "
+                f"SplitConformal); {type(mechanism).__name__} is federated."
+            )
+        if not isinstance(sizes, PrivateGroupSizes):
+            return None
+        declared = sizes.get_params()["group_ids"]
+        sizes.privacy_guarantee()  # validates epsilon and beta
+        if isinstance(mondrian, str):
+            if declared is not None:
+                raise ValueError(
+                    f"{name}: with mondrian='class' the groups are the classifier's classes_; "
+                    "PrivateGroupSizes(group_ids=...) must be None."
+                )
+            return None
+        if declared is None:
+            raise ValueError(
+                f"{name}: PrivateGroupSizes with a mondrian callable needs the public list "
+                "of group ids it can return, PrivateGroupSizes(epsilon, group_ids=[...]): "
+                "the groups present in the calibration data would otherwise be disclosed."
+            )
+        return check_group_list(declared, name="PrivateGroupSizes.group_ids")
+
+    def _plan(self) -> _Plan:
+        """Validate every parameter and check the budget: all before any data is read."""
+        params = _validate_params(self, self._parameter_constraints)
+        self._check_estimator_kind(self.estimator)
+        score = self._resolve_score()
+        mechanism = self._resolve_mechanism()
+        guarantee = mechanism.privacy_guarantee()  # validates the mechanism's parameters
+        group_list = self._check_mondrian(params, mechanism)
+        if params["mondrian"] is None:
+            planned = guarantee.under(params["adjacency"])
+        else:
+            planned = mondrian_privacy(mechanism, params["group_sizes"], params["adjacency"])
+        ledger = resolve_ledger(self.accountant)
+        ledger.check(*planned.accountant_spend())
+        return _Plan(params, score, mechanism, ledger, planned, group_list)
 
     def _check_prefit_estimator(self):
         try:
@@ -139,20 +292,14 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             ) from exc
         return self.estimator
 
-    def _split(self, X, y, groups):
+    def _split(self, X, y, groups, size):
         """Split into a training and a calibration part (``prefit=False``)."""
-        size = self.calibration_size
-        valid = (
-            isinstance(size, numbers.Real)
-            and not isinstance(size, bool | numbers.Integral)
-            and 0.0 < size < 1.0
-        ) or (isinstance(size, numbers.Integral) and not isinstance(size, bool) and size >= 1)
-        if not valid:
-            raise ValueError(
-                "calibration_size must be a float in (0, 1) (a fraction) or an int >= 1 "
-                f"(a number of rows); got {size!r}."
-            )
         n = _num_samples(X)
+        if isinstance(size, numbers.Integral) and size >= n:
+            raise ValueError(
+                f"calibration_size={size} rows leaves no training rows out of {n}; use a "
+                "smaller number or a fraction."
+            )
         rows = np.arange(n)
         train, calibration = train_test_split(
             rows, test_size=size, random_state=check_random_state(self.random_state)
@@ -173,6 +320,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         With ``prefit=True`` the estimator is used as given and this is
         :meth:`fit_calibrate`. With ``prefit=False`` the rows are split: a clone of the
         estimator is fitted on ``1 - calibration_size`` of them and the rest calibrate.
+        Parameters, the mechanism and the privacy budget are checked before any data is
+        read (before the model is fitted, too).
 
         Parameters
         ----------
@@ -181,7 +330,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         y : array-like of shape (n_samples,)
             Targets.
         groups : array-like of shape (n_samples,), default=None
-            Agent id of each row, for federated mechanisms only.
+            Agent id of each row, for federated mechanisms only (Mondrian groups come
+            from ``mondrian``).
         **fit_params : dict
             Passed to the estimator's ``fit`` when ``prefit=False``.
 
@@ -190,19 +340,22 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         self : object
             The calibrated estimator.
         """
+        plan = self._plan()
         _check_y_given(y)
-        if self.prefit:
+        if plan.params["prefit"]:
             if fit_params:
                 raise ValueError(
                     f"fit parameters {sorted(fit_params)} were given but prefit=True: the "
                     "estimator is not refitted."
                 )
-            return self.fit_calibrate(X, y, groups=groups)
+            return self._calibrate(plan, self._check_prefit_estimator(), X, y, groups)
         _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
-        (X_train, y_train), (X_cal, y_cal, groups_cal) = self._split(X, y, groups)
+        (X_train, y_train), (X_cal, y_cal, groups_cal) = self._split(
+            X, y, groups, plan.params["calibration_size"]
+        )
         estimator = clone(self.estimator).fit(X_train, y_train, **fit_params)
-        return self._calibrate(estimator, X_cal, y_cal, groups_cal)
+        return self._calibrate(plan, estimator, X_cal, y_cal, groups_cal)
 
     def fit_calibrate(self, X, y, groups=None):
         """Calibrate the already fitted estimator on ``(X, y)``.
@@ -221,61 +374,133 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         self : object
             The calibrated estimator.
         """
+        plan = self._plan()
         _check_y_given(y)
-        return self._calibrate(self._check_prefit_estimator(), X, y, groups)
+        return self._calibrate(plan, self._check_prefit_estimator(), X, y, groups)
 
-    def _calibrate(self, estimator, X, y, groups):
+    def _calibrate(self, plan: _Plan, estimator, X, y, groups):
         """Everything after the estimator is fitted. Sets attributes only at the end."""
-        alpha = check_alpha(self.alpha)
-        score = self._resolve_score()
-        mechanism = self._resolve_mechanism()
-        accountant = self._resolve_accountant()
-        planned = mechanism.privacy_guarantee()
-        accountant.check(*planned.accountant_spend())
+        params, score, mechanism = plan.params, plan.score, plan.mechanism
+        alpha, adjacency = params["alpha"], params["adjacency"]
+        mondrian = params["mondrian"]
         score.check_estimator(estimator)
-
         n = _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
         if n == 0:
             raise ValueError("The calibration set is empty: calibration needs at least one row.")
+        if mondrian is not None and groups is not None:
+            raise ValueError(
+                "groups (agent ids) is for federated mechanisms; Mondrian groups come from "
+                "the mondrian parameter."
+            )
         encoded = self._encode_targets(y, estimator)
+        if mondrian is not None:
+            row_groups, group_list = self._mondrian_row_groups(mondrian, X, encoded, estimator, n)
+            group_list = group_list or plan.group_list
         outputs = score.estimator_outputs(estimator, X)
         raw_scores = score.conformity_scores(outputs, encoded, random_state=self.random_state)
         (low, high), clipped_scores, bounds_record = self._public_bounds(score, raw_scores)
         unit_scores = to_unit_range(clipped_scores, low, high)
-
-        calibration = mechanism.calibrate(
-            unit_scores, alpha, groups=groups, random_state=self.random_state
-        )
         broken = self._broken_privacy_reason(bounds_record)
-        if broken is not None:
-            calibration = _with_privacy(calibration, calibration.privacy.broken(broken))
-        threshold = threshold_in_score_units(calibration, clipped_scores, unit_scores, low, high)
-        record = self._calibration_record(calibration, bounds_record)
-        if record:
-            calibration = replace(calibration, details={**calibration.details, **record})
+        fitted: dict[str, Any] = {}
+        calibration: Calibration | MondrianCalibration
+        if mondrian is None:
+            calibration = mechanism.calibrate(
+                unit_scores, alpha, groups=groups, random_state=self.random_state
+            )
+            calibration = self._finish_release(calibration, bounds_record, slice(None))
+            privacy = calibration.privacy.under(adjacency)
+            calibration = replace(
+                calibration, privacy=privacy if broken is None else privacy.broken(broken)
+            )
+            fitted["threshold_"] = threshold_in_score_units(
+                calibration, clipped_scores, unit_scores, low, high
+            )
+            final = [calibration]
+        else:
+            if group_list is None:
+                index = GroupIndex.from_rows(row_groups)
+            else:
+                index = GroupIndex(group_list)
+            codes = index.codes(row_groups)
+            if (codes < 0).any():
+                unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
+                raise ValueError(
+                    f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
+                    f"{unknown[:10]}; declare every group the callable can return."
+                )
+            sizes = params["group_sizes"]
+            releases, details, owner = calibrate_groups(
+                mechanism,
+                unit_scores,
+                codes,
+                index.group_ids,
+                alpha,
+                group_sizes=sizes,
+                noise=check_noise_source(self.random_state),
+            )
+            final = [self._finish_release(r.calibration, bounds_record, r.rows) for r in releases]
+            records, bound_details = group_records(
+                final,
+                index.group_ids,
+                group_sizes=sizes,
+                mechanism=mechanism,
+                alpha=alpha,
+                n_samples=n,
+            )
+            warn_trivial_groups(records, stacklevel=3)
+            private_sizes = isinstance(sizes, PrivateGroupSizes)
+            n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
+            privacy = mondrian_privacy(
+                mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
+            )
+            calibration = MondrianCalibration(
+                mechanism=type(mechanism).__name__,
+                alpha=alpha,
+                n_samples=n,
+                group_sizes="private" if private_sizes else "public",
+                groups=records,
+                privacy=privacy if broken is None else privacy.broken(broken),
+                details={**details, **bound_details},
+                owner_diagnostics=owner,
+            )
+            fitted["groups_"] = _object_array(index.group_ids)
+            fitted["group_thresholds_"] = np.array(
+                [
+                    threshold_in_score_units(
+                        c, clipped_scores[r.rows], unit_scores[r.rows], low, high
+                    )
+                    for c, r in zip(final, releases, strict=True)
+                ]
+            )
+            fitted["mondrian_"] = mondrian
+
+        self._warn_about_releases(final, bounds_record)
         epsilon, delta = calibration.privacy.accountant_spend()
         if epsilon > 0 or delta > 0:
-            accountant.spend(epsilon, delta)
+            spend(plan.ledger, epsilon, delta)
 
-        self.estimator_ = estimator
-        self.score_ = score
-        self.mechanism_ = mechanism
-        self.calibration_ = calibration
-        self.score_bounds_ = (float(low), float(high))
-        self.threshold_ = threshold
+        fitted.update(
+            estimator_=estimator,
+            score_=score,
+            mechanism_=mechanism,
+            calibration_=calibration,
+            score_bounds_=(float(low), float(high)),
+        )
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(estimator, name):
-                setattr(self, name, getattr(estimator, name))
-        self._set_extra_fitted_attributes(estimator, bounds_record)
+                fitted[name] = getattr(estimator, name)
+        fitted.update(self._extra_fitted_attributes(estimator, calibration))
+        for name in self._fitted_attribute_names:
+            if name not in fitted and name in vars(self):
+                delattr(self, name)
+        for name, value in fitted.items():
+            setattr(self, name, value)
         return self
-
-    def _set_extra_fitted_attributes(self, estimator, bounds_record: dict) -> None:
-        """Subclass hook for extra fitted attributes (e.g. ``classes_``)."""
 
     # --------------------------------------------------------------- predict
     def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:
-        """Prediction sets at the calibrated threshold.
+        """Prediction sets at the calibrated threshold(s).
 
         Parameters
         ----------
@@ -292,29 +517,59 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             See the concrete class.
         """
         check_is_fitted(self, "calibration_")
-        if batch_size is None:
-            return self._sets_from_outputs(self.score_.estimator_outputs(self.estimator_, X))
-        if (
+        if batch_size is not None and (
             not isinstance(batch_size, numbers.Integral)
             or isinstance(batch_size, bool)
             or batch_size < 1
         ):
             raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
         n = _num_samples(X)
-        result = None
-        for rows in gen_batches(n, int(batch_size)):
-            part = self._sets_from_outputs(
-                self.score_.estimator_outputs(self.estimator_, _safe_indexing(X, rows))
+        unseen: dict = {}
+        if batch_size is None or n == 0:
+            result = self._sets(X, unseen)
+        else:
+            result = None
+            for rows in gen_batches(n, int(batch_size)):
+                part = self._sets(_safe_indexing(X, rows), unseen)
+                if result is None:
+                    result = np.empty((n, *part.shape[1:]), dtype=part.dtype)
+                result[rows] = part
+        if unseen:
+            shown = list(unseen)[:10]
+            warnings.warn(
+                f"{sum(unseen.values())} test rows fall in groups without a calibrated "
+                f"threshold ({shown}{' ...' if len(unseen) > 10 else ''}): they get the "
+                "trivial set (every label / the widest interval).",
+                UnseenGroupWarning,
+                stacklevel=2,
             )
-            if result is None:
-                result = np.empty((n, *part.shape[1:]), dtype=part.dtype)
-            result[rows] = part
-        if result is None:
-            return self._sets_from_outputs(self.score_.estimator_outputs(self.estimator_, X))
         return result
 
-    def _sets_from_outputs(self, outputs: np.ndarray) -> np.ndarray:
-        return self.score_.predict_set(outputs, self.threshold_, random_state=self.random_state)
+    def _sets(self, X, unseen: dict) -> np.ndarray:
+        """Sets for the rows of ``X``; counts test rows of unseen groups into ``unseen``."""
+        outputs = self.score_.estimator_outputs(self.estimator_, X)
+        if not isinstance(self.calibration_, MondrianCalibration):
+            return self.score_.predict_set(outputs, self.threshold_, random_state=self.random_state)
+        ids = group_ids_of_rows(self.mondrian_, X, outputs.shape[0])
+        codes = GroupIndex(self.groups_.tolist()).codes(ids)
+        for group in ids[codes < 0].tolist():
+            unseen[group] = unseen.get(group, 0) + 1
+        return self._sets_by_row_group(outputs, codes)
+
+    def _sets_by_row_group(self, outputs: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """Rows of group ``g`` use ``group_thresholds_[g]``; code -1 the top of the range."""
+        top = self.score_bounds_[1]
+        result = None
+        for code in np.unique(codes).tolist():
+            rows = np.flatnonzero(codes == code)
+            threshold = top if code < 0 else float(self.group_thresholds_[code])
+            part = self.score_.predict_set(outputs[rows], threshold, random_state=self.random_state)
+            if result is None:
+                result = np.empty((outputs.shape[0], *part.shape[1:]), dtype=part.dtype)
+            result[rows] = part
+        if result is None:  # no rows
+            return self.score_.predict_set(outputs, top, random_state=self.random_state)
+        return result
 
     def predict(self, X):
         """The wrapped estimator's point predictions."""
@@ -323,7 +578,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
     @property
     def card_(self):
-        """Contract card of this calibration, without a contract (paper 003 Table 1).
+        """Contract card of this calibration, without a contract.
+
+        The card of Table 1 of "Contract Cards for Auditable Private Conformal
+        Prediction" (2026).
 
         A new :class:`~privconf_sklearn.cards.ContractCard` on each access, with the
         formal layer filled from ``calibration_`` and ``eps_train`` read from a
@@ -332,6 +590,12 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         ``ContractCard.from_estimator(est, contract, epsilon_train=...)``.
         """
         check_is_fitted(self, "calibration_")
+        if isinstance(self.calibration_, MondrianCalibration):
+            raise NotImplementedError(
+                "Contract cards do not describe Mondrian calibrations yet; "
+                "calibration_.groups holds every group's release and calibration_.privacy "
+                "their joint guarantee."
+            )
         if _CARD_BUILDER is None:
             raise RuntimeError("privconf_sklearn.cards is not imported; import privconf_sklearn.")
         return _CARD_BUILDER(self)
@@ -346,10 +610,31 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         a copy would record spending nobody reads.
         """
         cloned = super().__sklearn_clone__()
-        if self.prefit:
+        if self.prefit is True:
             cloned.estimator = self.estimator
         cloned.accountant = self.accountant
         return cloned
+
+    def __getstate__(self):
+        """Pickle with a reference to the ledger instead of a copy of it.
+
+        Unpickled in this process, the estimator gets its very ledger back; in another
+        process a :class:`~privconf_sklearn._ledger.DetachedLedger` that refuses to
+        spend (see :mod:`privconf_sklearn._ledger`).
+        """
+        state = dict(super().__getstate__())  # a copy: object.__getstate__ is __dict__ itself
+        state["accountant"] = LedgerReference.to(state.get("accountant"))
+        return state
+
+    def __setstate__(self, state):
+        """Restore, resolving the ledger reference (see :meth:`__getstate__`)."""
+        state = dict(state)
+        reference = state.get("accountant")
+        if isinstance(reference, LedgerReference):
+            state["accountant"] = reference.resolve()
+        elif reference is not None:  # pickled by a version that copied the ledger
+            state["accountant"] = DetachedLedger(f"a copy of {type(reference).__name__}")
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -359,6 +644,12 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         tags.input_tags.categorical = inner.input_tags.categorical
         tags.input_tags.string = inner.input_tags.string
         return tags
+
+
+def _object_array(values) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = list(values)
+    return array
 
 
 def _check_y_given(y) -> None:
@@ -379,10 +670,6 @@ def _check_same_length(X, y, groups=None) -> int:
             "id per row."
         )
     return n
-
-
-def _with_privacy(calibration: Calibration, privacy) -> Calibration:
-    return replace(calibration, privacy=privacy)
 
 
 _FLOAT64, _INT64 = struct.Struct("<d"), struct.Struct("<q")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import ClassifierMixin
+from sklearn.base import ClassifierMixin, is_regressor
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BasePrivateConformal, _estimator_has
+from ._base import BasePrivateConformal, _estimator_has, common_constraints
 from ._validation import encode_labels
+from .mondrian import MondrianCalibration
 from .scores import APS, LAC, RAPS
 
 __all__ = ["PrivateConformalClassifier"]
@@ -43,7 +44,26 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         (:class:`~privconf_sklearn.scores.APS`), ``"aps_randomized"``
         ``APS(randomized=True)`` (MAPIE's default APS score), ``"raps"``
         :class:`~privconf_sklearn.scores.RAPS` with its default parameters. See
-        :doc:`/user_guide/scores` for which to choose.
+        :doc:`/user_guide/scores` for which to choose. Aliases are matched exactly
+        (lower case).
+    mondrian : None, "class" or callable, default=None
+        Mondrian (group-conditional) calibration. ``"class"``: one threshold per label,
+        so that coverage holds for every true label (label-conditional coverage). A
+        callable ``mondrian(X) -> group ids`` (one hashable id per row, a public function
+        of the features, e.g. a binning of one column): one threshold per group, and
+        coverage within every group. Every group's threshold is released by a copy of
+        ``mechanism`` on that group's rows; see :mod:`privconf_sklearn.mondrian` and the
+        user guide for the composed privacy guarantee. Needs ``group_sizes``.
+    group_sizes : None, "public" or PrivateGroupSizes, default=None
+        With ``mondrian`` (required there, None otherwise): ``"public"`` treats every
+        group's calibration size as public (it is disclosed, as the total calibration
+        size is); :class:`~privconf_sklearn.mondrian.PrivateGroupSizes` releases them
+        with their own privacy budget.
+    adjacency : {"replace-one", "add/remove"}, default="replace-one"
+        The neighbouring relation the privacy guarantee is stated under, recorded in
+        ``calibration_.privacy`` and spent on the ledger: e.g. ExponQ's
+        ``"monotone"`` scaling is ``epsilon``-DP under add/remove but ``2 epsilon``
+        under replace-one.
     prefit : bool, default=True
         If True, ``estimator`` is already fitted and ``fit`` only calibrates. It is then
         kept by reference, also through ``clone`` (as
@@ -57,10 +77,15 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         cryptographic generator, the only production setting. A seed makes results
         reproducible and anyone who knows it can remove the noise: tests and
         experiments only. Also seeds the ``prefit=False`` split.
-    accountant : diffprivlib.BudgetAccountant, default=None
-        Ledger that calibration checks and spends its privacy budget on; None uses
-        diffprivlib's default accountant, where diffprivlib models record their
-        training budget too. Kept by reference through ``clone``.
+    accountant : ledger or None, default=None
+        Ledger that calibration checks (before reading any data) and spends its privacy
+        budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,
+        delta)``, such as a diffprivlib ``BudgetAccountant``. None uses diffprivlib's
+        default accountant, where diffprivlib models record their training budget too
+        (an error, before any data is read, if diffprivlib cannot be imported). Kept by
+        reference through ``clone``; an estimator unpickled in another process (e.g. a
+        worker of ``GridSearchCV(n_jobs=2)``) refuses to calibrate rather than spend on
+        a copy.
 
     Attributes
     ----------
@@ -72,10 +97,19 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         The conformity score used.
     mechanism_ : QuantileMechanism
         A copy of the mechanism used.
-    calibration_ : Calibration
-        Threshold, coverage bounds, privacy guarantee and mechanism details.
+    calibration_ : Calibration or MondrianCalibration
+        Threshold, coverage bounds, privacy guarantee (under ``adjacency``) and mechanism
+        details; with ``mondrian``, a
+        :class:`~privconf_sklearn.mondrian.MondrianCalibration` holding every group's.
     threshold_ : float
         Score threshold: label ``y`` is in the set of ``x`` iff ``score(x, y) <= threshold_``.
+        Not set with ``mondrian``.
+    groups_ : ndarray of shape (n_groups,)
+        With ``mondrian``: the group ids (the labels, for ``"class"``).
+    group_thresholds_ : ndarray of shape (n_groups,)
+        With ``mondrian``: each group's score threshold.
+    mondrian_ : str or callable
+        With ``mondrian``: the grouping used at calibration, and at prediction.
     score_bounds_ : tuple of float
         Public score range mapped to [0, 1] for the mechanism (``(0, 1)`` here).
     n_features_in_ : int
@@ -110,6 +144,8 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         "aps_randomized": lambda: APS(randomized=True),
         "raps": RAPS,
     }
+    _parameter_constraints = common_constraints(_score_aliases, mondrian_options=("class",))
+    _fitted_attribute_names = (*BasePrivateConformal._fitted_attribute_names, "classes_")
 
     def __init__(
         self,
@@ -118,6 +154,9 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         mechanism,
         alpha: float = 0.1,
         conformity_score="lac",
+        mondrian=None,
+        group_sizes=None,
+        adjacency="replace-one",
         prefit: bool = True,
         calibration_size=0.3,
         random_state=None,
@@ -127,20 +166,55 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         self.mechanism = mechanism
         self.alpha = alpha
         self.conformity_score = conformity_score
+        self.mondrian = mondrian
+        self.group_sizes = group_sizes
+        self.adjacency = adjacency
         self.prefit = prefit
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.accountant = accountant
+
+    def _check_estimator_kind(self, estimator) -> None:
+        if is_regressor(estimator):
+            raise TypeError(
+                f"estimator must be a classifier; got the regressor "
+                f"{type(estimator).__name__}. Use PrivateConformalRegressor for regression."
+            )
 
     def _encode_targets(self, y, estimator) -> np.ndarray:
         if not hasattr(estimator, "classes_"):
             raise TypeError(
                 f"{type(estimator).__name__} has no classes_: it is not a fitted classifier."
             )
+        check_label_kinds(y, estimator.classes_)
         return encode_labels(y, estimator.classes_)
 
-    def _set_extra_fitted_attributes(self, estimator, bounds_record: dict) -> None:
-        self.classes_ = np.asarray(estimator.classes_)
+    def _mondrian_row_groups(self, mondrian, X, encoded, estimator, n_rows: int):
+        if isinstance(mondrian, str):  # "class": the group of a row is its label
+            classes = np.asarray(estimator.classes_)
+            return classes[encoded], tuple(classes.tolist())
+        return super()._mondrian_row_groups(mondrian, X, encoded, estimator, n_rows)
+
+    def _extra_fitted_attributes(self, estimator, calibration) -> dict:
+        classes = np.asarray(estimator.classes_)
+        fitted = {"classes_": classes}
+        if isinstance(calibration, MondrianCalibration) and isinstance(self.mondrian, str):
+            fitted["groups_"] = classes
+        return fitted
+
+    def _sets(self, X, unseen: dict) -> np.ndarray:
+        if not (
+            isinstance(self.calibration_, MondrianCalibration) and isinstance(self.mondrian_, str)
+        ):
+            return super()._sets(X, unseen)
+        # mondrian="class": column j uses label j's threshold.
+        outputs = self.score_.estimator_outputs(self.estimator_, X)
+        sets = np.empty(outputs.shape, dtype=bool)
+        for threshold in np.unique(self.group_thresholds_).tolist():
+            columns = np.flatnonzero(self.group_thresholds_ == threshold)
+            block = self.score_.predict_set(outputs, threshold, random_state=self.random_state)
+            sets[:, columns] = block[:, columns]
+        return sets
 
     def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:
         """Boolean prediction sets, one column per class in ``classes_`` order.
@@ -177,3 +251,39 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         """The wrapped classifier's ``decision_function``."""
         check_is_fitted(self, "calibration_")
         return self.estimator_.decision_function(X)
+
+
+def _holds_bools(values: np.ndarray) -> np.ndarray:
+    """Which entries are booleans (Python or numpy)."""
+    if values.dtype.kind == "b":
+        return np.ones(values.shape, dtype=bool)
+    if values.dtype.kind != "O":
+        return np.zeros(values.shape, dtype=bool)
+    return np.array([isinstance(v, bool | np.bool_) for v in values.tolist()], dtype=bool)
+
+
+def check_label_kinds(y, classes) -> None:
+    """Refuse booleans matched to non-boolean classes (``True == 1``), and the reverse.
+
+    Raises
+    ------
+    TypeError
+        If ``y`` holds booleans but ``classes`` holds none, or ``classes`` are booleans
+        but ``y`` holds other values.
+    """
+    labels = np.asarray(y).reshape(-1)
+    classes = np.asarray(classes)
+    y_bools, class_bools = _holds_bools(labels), _holds_bools(classes)
+    if y_bools.any() and not class_bools.any():
+        raise TypeError(
+            f"y holds boolean labels but the classifier's classes_ are "
+            f"{classes.tolist()[:10]}: True and False would silently match 1 and 0. "
+            "Convert the labels explicitly (e.g. y.astype(int)) or fit the classifier on "
+            "booleans."
+        )
+    if class_bools.all() and class_bools.size and not y_bools.all():
+        raise TypeError(
+            "the classifier's classes_ are booleans but y holds other labels, e.g. "
+            f"{labels[~y_bools][:5].tolist()}: they would silently match True and False. "
+            "Pass boolean labels."
+        )

@@ -5,11 +5,17 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ._validation import Interval, validate_params
+
 __all__ = ["make_poisson_outliers", "make_two_gaussians"]
+
+#: Largest number of rows a generator makes (bounded allocation: 10^7 rows of
+#: ``make_two_gaussians`` are 640 MB).
+MAX_ROWS = 10**7
 
 
 def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
-    """Binary classification data of paper 002 Sec. 5.1 (Romanus and Molinari).
+    """Binary classification data of Romanus and Molinari (2025), Sec. 5.1.
 
     Eight features; class 0 ~ N(0.8 * 1, 7 I), class 1 ~ N(-1 * 1, 8 I); balanced
     classes (``n_samples // 2`` of each, the remainder to class 0), rows shuffled. The
@@ -19,7 +25,7 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
     Parameters
     ----------
     n_samples : int, default=10000
-        Number of rows.
+        Number of rows, in ``[2, 10**7]``.
     random_state : None, int or RandomState, default=None
         Seed of the simulation (not privacy noise).
 
@@ -28,8 +34,11 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
     X : ndarray of shape (n_samples, 8)
     y : ndarray of shape (n_samples,), values in {0, 1}
     """
-    if not isinstance(n_samples, int | np.integer) or n_samples < 2:
-        raise ValueError(f"n_samples must be an integer >= 2; got {n_samples!r}.")
+    n_samples = validate_params(
+        "make_two_gaussians",
+        {"n_samples": [Interval("integer", 2, MAX_ROWS)]},
+        {"n_samples": n_samples},
+    )["n_samples"]
     rng = check_random_state(random_state)
     n1 = n_samples // 2
     n0 = n_samples - n1
@@ -45,7 +54,9 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
 
 
 def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
-    """Heteroscedastic regression data of paper 004 Sec. 5.1 (after Romano et al. 2019).
+    """Heteroscedastic regression data of Humbert et al. (2023), Sec. 5.1.
+
+    After Romano et al. (2019).
 
     ``X ~ U[1, 5]`` (one feature) and
     ``Y | X ~ Pois(sin(X)^2 + 0.1) + 0.03 X eps_1 + 25 * 1{U < 0.01} eps_2`` with
@@ -55,7 +66,7 @@ def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
     Parameters
     ----------
     n_samples : int, default=2000
-        Number of rows.
+        Number of rows, in ``[1, 10**7]``.
     random_state : None, int or RandomState, default=None
         Seed of the simulation (not privacy noise).
 
@@ -64,8 +75,11 @@ def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
     X : ndarray of shape (n_samples, 1)
     y : ndarray of shape (n_samples,)
     """
-    if not isinstance(n_samples, int | np.integer) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+    n_samples = validate_params(
+        "make_poisson_outliers",
+        {"n_samples": [Interval("integer", 1, MAX_ROWS)]},
+        {"n_samples": n_samples},
+    )["n_samples"]
     rng = check_random_state(random_state)
     x = rng.uniform(1.0, 5.0, size=n_samples)
     counts = rng.poisson(np.sin(x) ** 2 + 0.1)

@@ -22,15 +22,17 @@ __all__ = [
 
 def _check_sets(sets) -> np.ndarray:
     sets = np.asarray(sets)
-    if sets.ndim != 2 or sets.dtype != bool:
-        raise ValueError(
-            f"sets must be a boolean array (n_samples, n_classes); got {sets.dtype} {sets.shape}."
+    if sets.dtype != bool:
+        raise TypeError(
+            f"sets must be a boolean array (n_samples, n_classes); got dtype {sets.dtype}."
         )
+    if sets.ndim != 2:
+        raise ValueError(f"sets must have shape (n_samples, n_classes); got {sets.shape}.")
     return sets
 
 
 def set_coverage(y_true, sets, classes) -> float:
-    """Fraction of samples whose label is in its prediction set (paper 002 Def. 3).
+    """Fraction of samples whose label is in its prediction set (Romanus and Molinari 2025, Def. 3).
 
     Parameters
     ----------
@@ -53,12 +55,12 @@ def set_coverage(y_true, sets, classes) -> float:
 
 
 def mean_set_size(sets) -> float:
-    """Average number of labels per set ("efficiency" in paper 002 Def. 3)."""
+    """Average number of labels per set ("efficiency", Romanus and Molinari 2025, Def. 3)."""
     return float(_check_sets(sets).sum(axis=1).mean())
 
 
 def singleton_rate(sets) -> float:
-    """Fraction of sets with exactly one label ("informativeness", paper 002 Def. 3)."""
+    """Fraction of sets with one label ("informativeness", Romanus and Molinari 2025, Def. 3)."""
     return float((_check_sets(sets).sum(axis=1) == 1).mean())
 
 

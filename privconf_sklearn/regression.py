@@ -3,8 +3,8 @@
 Regression scores are unbounded, so privacy needs public score bounds: the scores are
 clipped to ``score_bounds = (low, high)`` and mapped to [0, 1] before any mechanism sees
 them. Without public bounds the range is taken from the calibration data, which leaks
-it: the estimator then warns (``diffprivlib.utils.PrivacyLeakWarning``) and marks the
-privacy guarantee as not holding.
+it: the estimator then warns (:class:`PrivacyLeakWarning`, also diffprivlib's when it
+can be imported) and marks the privacy guarantee as not holding.
 """
 
 from __future__ import annotations
@@ -12,66 +12,64 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
-from diffprivlib.utils import PrivacyLeakWarning
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ._base import BasePrivateConformal
+from ._base import BasePrivateConformal, common_constraints
+from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
+from ._validation import Constraint, NoneValue
+from .mechanisms import Calibration
 from .scores.regression import CQR, AbsoluteResidual, check_predictions
 
-__all__ = ["PrivateConformalRegressor", "QuantilePair", "ScoreBoundsWarning"]
+__all__ = [
+    "PrivacyLeakWarning",
+    "PrivateConformalRegressor",
+    "QuantilePair",
+    "ScoreBoundsWarning",
+]
 
 
 class ScoreBoundsWarning(UserWarning):
     """Calibration scores fell outside the public ``score_bounds``, or reached the top.
 
     Scores outside the bounds are clipped to them (counted in
-    ``calibration_.details``); a threshold at the upper bound gives intervals as wide
-    as the bounds allow.
+    ``calibration_.owner_diagnostics``); a threshold at the upper bound gives intervals
+    as wide as the bounds allow.
     """
 
 
-def check_score_bounds(score_bounds) -> tuple[float, float]:
-    """Validate public score bounds ``(low, high)``.
+class ScoreBounds(Constraint):
+    """Public score bounds: a pair ``(low, high)`` of finite reals, ``low < high``."""
 
-    Parameters
-    ----------
-    score_bounds : tuple of two real numbers
-        Public range of the conformity score.
-
-    Returns
-    -------
-    (float, float)
-
-    Raises
-    ------
-    ValueError
-        Unless ``score_bounds`` is a pair of finite reals with ``low < high`` and a
-        finite ``high - low``.
-    """
-    valid_pair = (
-        isinstance(score_bounds, tuple | list | np.ndarray)
-        and len(score_bounds) == 2
-        and all(
-            isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-            for value in score_bounds
+    def accepts_type(self, value) -> bool:
+        """A tuple, list or 1-d array of real numbers (never bools)."""
+        return isinstance(value, tuple | list | np.ndarray) and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+            for v in np.asarray(value, dtype=object).reshape(-1).tolist()
         )
-    )
-    if not valid_pair:
-        raise ValueError(
-            "score_bounds must be None or a pair (low, high) of real numbers, the public "
-            f"range of the conformity score; got {score_bounds!r}."
+
+    def accepts_value(self, value) -> bool:
+        """Two finite values, ``low < high``, with a finite ``high - low``."""
+        if np.ndim(value) != 1 or len(value) != 2:
+            return False
+        low, high = float(value[0]), float(value[1])
+        return (
+            math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low) and low < high
         )
-    low, high = float(score_bounds[0]), float(score_bounds[1])
-    if not (math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low)):
-        raise ValueError(f"score_bounds must be finite; got {score_bounds!r}.")
-    if not low < high:
-        raise ValueError(f"score_bounds = (low, high) needs low < high; got {score_bounds!r}.")
-    return low, high
+
+    def convert(self, value):
+        """``(float(low), float(high))``."""
+        return float(value[0]), float(value[1])
+
+    def describe(self) -> str:
+        """Human-readable description."""
+        return "a pair (low, high) of finite real numbers with low < high"
 
 
 def check_targets(y) -> np.ndarray:
@@ -79,16 +77,20 @@ def check_targets(y) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``y`` does not have an integer or floating dtype (strings, booleans, object
+        arrays are never converted silently).
     ValueError
-        If ``y`` is not numeric or holds NaN or infinite values (naming rows).
+        If ``y`` holds NaN or infinite values (naming rows).
     """
     y = column_or_1d(y, warn=True)
-    if y.dtype.kind not in "iufO":
-        raise ValueError(f"y must hold real-valued targets; got dtype {y.dtype}.")
-    try:
-        y = y.astype(np.float64, copy=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"y must hold real-valued targets; could not read them: {exc}") from exc
+    if y.dtype.kind not in "iuf":
+        raise TypeError(
+            f"y must hold real-valued targets (an integer or floating dtype); got dtype "
+            f"{y.dtype} (Unknown label type for regression). Convert them explicitly, e.g. "
+            "y.astype(float)."
+        )
+    y = y.astype(np.float64, copy=False)
     bad = ~np.isfinite(y)
     if bad.any():
         rows = np.flatnonzero(bad)
@@ -233,7 +235,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
 
     - Scores below ``low`` never matter (they are covered by every interval). Scores
       above ``high`` are clipped to ``high``: calibration counts them
-      (``calibration_.details["n_scores_above_bounds"]`` and
+      (``calibration_.owner_diagnostics["n_scores_above_bounds"]`` and
       ``"n_scores_below_bounds"``) and warns
       with :class:`ScoreBoundsWarning`. As long as the threshold is below ``high``,
       clipping does not change the coverage guarantee. In general the mechanism
@@ -246,16 +248,18 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
       They miss every target whose score exceeds ``high``: the stated coverage then
       assumes the score never exceeds the upper bound
       (``calibration_.details["coverage_assumes_scores_within_bounds"]``). If
-      calibration scores did exceed it, a :class:`ScoreBoundsWarning` says that the
-      stated coverage does not hold (e.g. a model whose predictions are far off the
-      public target range: every score is clipped, the threshold goes to the top, and
-      almost no interval covers).
+      calibration scores did exceed it, the stated coverage does not hold:
+      ``calibration_.coverage_holds`` is False, ``calibration_.reason`` says why and a
+      :class:`ScoreBoundsWarning` says so too (e.g. a model whose predictions are far
+      off the public target range: every score is clipped, the threshold goes to the
+      top, and almost no interval covers).
     - ``score_bounds=None`` takes ``(min, max)`` of the calibration scores. That reveals
-      them: a ``diffprivlib.utils.PrivacyLeakWarning`` is raised and
+      them: a :class:`PrivacyLeakWarning` is raised and
       ``calibration_.privacy.holds`` is False. Use it for non-private experiments only.
 
     The clipping counts and the ``score_bounds=None`` range are data-dependent
-    diagnostics for the data owner; they are not covered by the privacy guarantee.
+    diagnostics for the data owner, kept in ``calibration_.owner_diagnostics``; they are
+    not covered by the privacy guarantee and are never published.
 
     Parameters
     ----------
@@ -281,6 +285,20 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         data (e.g. from the known range of the target: for ``|y - f(x)|`` with ``y`` and
         ``f(x)`` in ``[a, b]``, ``(0, b - a)``). None takes it from the data and breaks
         privacy (see above).
+    mondrian : None or callable, default=None
+        Mondrian (group-conditional) calibration: a callable ``mondrian(X) -> group
+        ids`` (one hashable id per row, a public function of the features, e.g. a
+        binning of one column) gives every group its own threshold, released by a copy
+        of ``mechanism`` on that group's rows, and coverage within every group. Needs
+        ``group_sizes``. See :mod:`privconf_sklearn.mondrian` and the user guide.
+    group_sizes : None, "public" or PrivateGroupSizes, default=None
+        With ``mondrian`` (required there, None otherwise): ``"public"`` treats every
+        group's calibration size as public;
+        :class:`~privconf_sklearn.mondrian.PrivateGroupSizes` releases them with their
+        own privacy budget.
+    adjacency : {"replace-one", "add/remove"}, default="replace-one"
+        The neighbouring relation the privacy guarantee is stated under, recorded in
+        ``calibration_.privacy`` and spent on the ledger.
     prefit : bool, default=True
         If True, ``estimator`` is already fitted and ``fit`` only calibrates; it is kept
         by reference, also through ``clone``. If False, ``fit`` fits a clone on part of
@@ -293,9 +311,13 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         cryptographic generator, the only production setting. A seed makes results
         reproducible and anyone who knows it can remove the noise: tests and
         experiments only. Also seeds the ``prefit=False`` split.
-    accountant : diffprivlib.BudgetAccountant, default=None
-        Ledger that calibration checks and spends its privacy budget on; None uses
-        diffprivlib's default accountant. Kept by reference through ``clone``.
+    accountant : ledger or None, default=None
+        Ledger that calibration checks (before reading any data) and spends its privacy
+        budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,
+        delta)``, such as a diffprivlib ``BudgetAccountant``. None uses diffprivlib's
+        default accountant (an error, before any data is read, if diffprivlib cannot be
+        imported). Kept by reference through ``clone``; an estimator unpickled in another
+        process refuses to calibrate rather than spend on a copy.
 
     Attributes
     ----------
@@ -305,19 +327,28 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         The conformity score used.
     mechanism_ : QuantileMechanism
         A copy of the mechanism used.
-    calibration_ : Calibration
-        Threshold (on [0, 1]), coverage bounds, privacy guarantee and details, including
-        ``score_bounds``, ``score_bounds_source`` (``"public"`` or ``"calibration data"``),
-        ``n_scores_below_bounds``, ``n_scores_above_bounds``, ``threshold_at_upper_bound``
-        and ``diagnostics_are_private`` (False: the counts are not covered by the privacy
-        guarantee).
+    calibration_ : Calibration or MondrianCalibration
+        Threshold (on [0, 1]), coverage bounds, privacy guarantee (under ``adjacency``)
+        and details: ``score_bounds`` (public bounds only), ``score_bounds_source``
+        (``"public"`` or ``"calibration data"``), ``threshold_at_upper_bound`` and
+        ``coverage_assumes_scores_within_bounds``. ``owner_diagnostics`` holds the
+        data-dependent ``n_scores_below_bounds``, ``n_scores_above_bounds`` and, for
+        ``score_bounds=None``, the data-derived ``score_bounds``. With ``mondrian``, a
+        :class:`~privconf_sklearn.mondrian.MondrianCalibration` whose groups carry these.
     threshold_ : float
         Score threshold: ``y`` is in the interval of ``x`` iff ``score(x, y) <= threshold_``.
+        Not set with ``mondrian``.
+    groups_ : ndarray of shape (n_groups,)
+        With ``mondrian``: the group ids.
+    group_thresholds_ : ndarray of shape (n_groups,)
+        With ``mondrian``: each group's score threshold.
+    mondrian_ : callable
+        With ``mondrian``: the grouping used at calibration, and at prediction.
     score_bounds_ : tuple of float
         The score range mapped to [0, 1].
     threshold_at_upper_bound_ : bool
-        True when ``threshold_`` is the upper score bound: the intervals are as wide as
-        the bounds allow.
+        True when ``threshold_`` (with ``mondrian``: some group's threshold) is the upper
+        score bound: those intervals are as wide as the bounds allow.
     n_features_in_ : int
         Copied from the estimator when it has it.
     feature_names_in_ : ndarray of str
@@ -346,6 +377,14 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     """
 
     _score_aliases = {"absolute": AbsoluteResidual, "cqr": CQR}
+    _parameter_constraints = {
+        **common_constraints(_score_aliases, mondrian_options=()),
+        "score_bounds": [NoneValue(), ScoreBounds()],
+    }
+    _fitted_attribute_names = (
+        *BasePrivateConformal._fitted_attribute_names,
+        "threshold_at_upper_bound_",
+    )
 
     def __init__(
         self,
@@ -355,6 +394,9 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         alpha: float = 0.1,
         conformity_score="absolute",
         score_bounds=None,
+        mondrian=None,
+        group_sizes=None,
+        adjacency="replace-one",
         prefit: bool = True,
         calibration_size=0.3,
         random_state=None,
@@ -365,24 +407,35 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         self.alpha = alpha
         self.conformity_score = conformity_score
         self.score_bounds = score_bounds
+        self.mondrian = mondrian
+        self.group_sizes = group_sizes
+        self.adjacency = adjacency
         self.prefit = prefit
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.accountant = accountant
 
     # ------------------------------------------------------------------ hooks
+    def _check_estimator_kind(self, estimator) -> None:
+        _check_not_a_pair(estimator)
+        if is_classifier(estimator):
+            raise TypeError(
+                f"estimator must be a regressor; got the classifier "
+                f"{type(estimator).__name__}. Use PrivateConformalClassifier for "
+                "classification."
+            )
+
     def _encode_targets(self, y, estimator) -> np.ndarray:
         return check_targets(y)
 
     def _public_bounds(self, score, scores: np.ndarray):
         """Clip to the public ``score_bounds``, or take the range from the data (leak)."""
         if self.score_bounds is None:
-            warnings.warn(
+            warn_privacy_leak(
                 "score_bounds=None: the score range is taken from the calibration data "
                 "(its minimum and maximum score), which leaks them; the privacy "
                 "guarantee does not hold. Pass public score_bounds=(low, high).",
-                PrivacyLeakWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             low, high = float(scores.min()), float(scores.max())
             if low == high:  # one distinct score: the narrowest non-empty range
@@ -392,10 +445,11 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                     f"The calibration scores span [{low!r}, {high!r}], too wide for float64; "
                     "pass score_bounds."
                 )
-            return (low, high), scores, _bounds_record((low, high), "calibration data", 0, 0)
-        low, high = check_score_bounds(self.score_bounds)
-        n_below = int(np.count_nonzero(scores < low))
-        n_above = int(np.count_nonzero(scores > high))
+            none = np.zeros(scores.shape, dtype=bool)
+            return (low, high), scores, _ScoreRange(low, high, public=False, below=none, above=none)
+        low, high = ScoreBounds().convert(self.score_bounds)
+        below, above = scores < low, scores > high
+        n_below, n_above = int(np.count_nonzero(below)), int(np.count_nonzero(above))
         if n_below or n_above:
             warnings.warn(
                 f"{n_below + n_above} of {scores.shape[0]} calibration scores lie outside "
@@ -403,47 +457,80 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                 "and were clipped. Clipping keeps the privacy guarantee; scores above the "
                 "upper bound are covered only if the threshold stays below it.",
                 ScoreBoundsWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             scores = np.clip(scores, low, high)
-        return (low, high), scores, _bounds_record((low, high), "public", n_below, n_above)
+        return (low, high), scores, _ScoreRange(low, high, public=True, below=below, above=above)
 
-    def _broken_privacy_reason(self, bounds_record: dict) -> str | None:
-        if bounds_record["score_bounds_source"] == "public":
+    def _broken_privacy_reason(self, bounds_record) -> str | None:
+        if bounds_record.public:
             return None
         return (
             "score_bounds=None: the public score range was taken from the calibration data "
             "(minimum and maximum score)."
         )
 
-    def _calibration_record(self, calibration, bounds_record: dict) -> dict:
-        at_top = calibration.threshold >= 1.0
-        return {
-            **bounds_record,
+    def _finish_release(self, calibration: Calibration, bounds_record, rows) -> Calibration:
+        """Public bounds record in ``details``; clipping counts in ``owner_diagnostics``.
+
+        A release at the top of the range misses every score above the upper bound: if
+        calibration scores (of the rows this release read) were above it, the stated
+        coverage does not hold (``coverage_holds`` False, with the reason).
+        """
+        at_top = bool(calibration.threshold >= 1.0)
+        n_below = int(np.count_nonzero(bounds_record.below[rows]))
+        n_above = int(np.count_nonzero(bounds_record.above[rows]))
+        details: dict[str, Any] = {
+            "score_bounds_source": "public" if bounds_record.public else "calibration data",
             "threshold_at_upper_bound": at_top,
             # At the top of the range the interval misses scores above the upper bound,
             # which the mechanism (seeing clipped scores) counts as covered.
             "coverage_assumes_scores_within_bounds": at_top,
         }
+        owner: dict[str, Any] = {"n_scores_below_bounds": n_below, "n_scores_above_bounds": n_above}
+        bounds = (bounds_record.low, bounds_record.high)
+        if bounds_record.public:
+            details["score_bounds"] = bounds
+        else:
+            owner["score_bounds"] = bounds
+        changes: dict = {
+            "details": {**calibration.details, **details},
+            "owner_diagnostics": {**calibration.owner_diagnostics, **owner},
+        }
+        if at_top and n_above:
+            why = (
+                f"The threshold is the upper score bound {bounds_record.high!r} and "
+                f"{n_above} calibration scores exceeded it: intervals miss such targets, "
+                "so the stated coverage does not hold (widen score_bounds or check the model)."
+            )
+            changes["coverage_holds"] = False
+            changes["reason"] = f"{calibration.reason} {why}".strip()
+        return replace(calibration, **changes)
 
-    def _set_extra_fitted_attributes(self, estimator, bounds_record: dict) -> None:
-        self.threshold_at_upper_bound_ = bool(self.calibration_.threshold >= 1.0)
-        n_above = bounds_record["n_scores_above_bounds"]
-        if self.threshold_at_upper_bound_ and (self.calibration_.feasible or n_above):
-            violated = (
-                f"; {n_above} calibration scores did, so for such data the stated coverage "
-                "does NOT hold: widen score_bounds or check the model"
-                if n_above
-                else ""
-            )
-            warnings.warn(
-                f"The threshold is the upper score bound {self.score_bounds_[1]!r}: "
-                "intervals are as wide as score_bounds allow and miss every target whose "
-                "score exceeds it. The stated coverage assumes no score exceeds the upper "
-                f"bound{violated}.",
-                ScoreBoundsWarning,
-                stacklevel=3,
-            )
+    def _warn_about_releases(self, releases: list[Calibration], bounds_record) -> None:
+        for calibration in releases:
+            n_above = calibration.owner_diagnostics["n_scores_above_bounds"]
+            if calibration.threshold >= 1.0 and (calibration.feasible or n_above):
+                violated = (
+                    f"; {n_above} calibration scores did, so for such data the stated "
+                    "coverage does NOT hold: widen score_bounds or check the model"
+                    if n_above
+                    else ""
+                )
+                warnings.warn(
+                    f"The threshold is the upper score bound {bounds_record.high!r}: "
+                    "intervals are as wide as score_bounds allow and miss every target whose "
+                    "score exceeds it. The stated coverage assumes no score exceeds the upper "
+                    f"bound{violated}.",
+                    ScoreBoundsWarning,
+                    stacklevel=4,
+                )
+                return
+
+    def _extra_fitted_attributes(self, estimator, calibration) -> dict:
+        groups = getattr(calibration, "groups", None)
+        releases = [g.calibration for g in groups] if groups is not None else [calibration]
+        return {"threshold_at_upper_bound_": any(c.threshold >= 1.0 for c in releases)}
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y, groups=None, **fit_params):
@@ -469,7 +556,6 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         self : object
             The calibrated estimator.
         """
-        _check_not_a_pair(self.estimator)
         return super().fit(X, y, groups=groups, **fit_params)
 
     def fit_calibrate(self, X, y, groups=None):
@@ -489,7 +575,6 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         self : object
             The calibrated estimator.
         """
-        _check_not_a_pair(self.estimator)
         return super().fit_calibrate(X, y, groups=groups)
 
     # --------------------------------------------------------------- predict
@@ -516,14 +601,12 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         return self.predict_set(X, batch_size=batch_size)
 
 
-def _bounds_record(bounds, source: str, n_below: int, n_above: int) -> dict:
-    return {
-        "score_bounds": (float(bounds[0]), float(bounds[1])),
-        "score_bounds_source": source,
-        "n_scores_below_bounds": n_below,
-        "n_scores_above_bounds": n_above,
-        # The clipping counts (and data-derived bounds) are computed from the exact
-        # calibration scores: diagnostics for the data owner, not covered by the privacy
-        # guarantee (the key mechanisms use for such diagnostics).
-        "diagnostics_are_private": False,
-    }
+@dataclass(frozen=True)
+class _ScoreRange:
+    """How the score range was set, and which calibration rows were clipped (owner-side)."""
+
+    low: float
+    high: float
+    public: bool
+    below: np.ndarray
+    above: np.ndarray

@@ -3,19 +3,36 @@ import warnings
 from pathlib import Path
 
 import pytest
-from diffprivlib.accountant import BudgetAccountant
 
 # ``tests`` is a package (``from ._stats import ...``); also allow ``import _stats``.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ._environment import DIFFPRIVLIB, DIFFPRIVLIB_MISSING
+
+
+@pytest.fixture
+def dp():
+    """The diffprivlib module, or a skip saying why it cannot be used here."""
+    if DIFFPRIVLIB is None:
+        pytest.skip(DIFFPRIVLIB_MISSING)
+    return DIFFPRIVLIB
+
 
 @pytest.fixture(autouse=True)
 def _fresh_default_accountant():
-    """Each test starts with a fresh diffprivlib default accountant."""
-    previous = BudgetAccountant._default
-    BudgetAccountant._default = None
+    """Each test starts with a fresh diffprivlib default accountant.
+
+    diffprivlib offers no public way to discard the process-wide default ledger, so the
+    private class attribute is reset (and restored afterwards).
+    """
+    if DIFFPRIVLIB is None:
+        yield
+        return
+    accountant = DIFFPRIVLIB.accountant.BudgetAccountant
+    previous = accountant._default
+    accountant._default = None
     yield
-    BudgetAccountant._default = previous
+    accountant._default = previous
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ import warnings
 
 import numpy as np
 import pytest
-from diffprivlib.accountant import BudgetAccountant
-from diffprivlib.utils import PrivacyLeakWarning
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mapie.regression import SplitConformalRegressor
@@ -16,10 +14,14 @@ from sklearn.linear_model import LinearRegression, Ridge
 
 from privconf_sklearn import (
     InfeasibleCalibrationWarning,
+    PrivacyLeakWarning,
     PrivateConformalRegressor,
     QuantilePair,
     ScoreBoundsWarning,
 )
+
+# The exact score-unit threshold is an internal step with no public route of its own; the
+# property tests below pin it directly.
 from privconf_sklearn._base import threshold_in_score_units, to_unit_range
 from privconf_sklearn.datasets import make_poisson_outliers
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, Calibration, ExponQ, SplitConformal
@@ -185,12 +187,21 @@ def test_clipping_is_counted_reported_and_warned():
         and "does NOT hold" in m
         for m in messages
     )
-    details = estimator.calibration_.details
-    assert details["n_scores_below_bounds"] == 3
-    assert details["n_scores_above_bounds"] == 3
-    assert details["diagnostics_are_private"] is False
+    calibration = estimator.calibration_
+    # Clip counts are owner-side diagnostics, never among the published details.
+    assert calibration.owner_diagnostics == {"n_scores_below_bounds": 3, "n_scores_above_bounds": 3}
+    assert set(calibration.details) == {
+        "rank",
+        "score_bounds",
+        "score_bounds_source",
+        "threshold_at_upper_bound",
+        "coverage_assumes_scores_within_bounds",
+    }
     # k = ceil(11 * 0.7) = 8: the 8th smallest clipped score is 6 (clipped 7): the top.
     assert estimator.threshold_ == 6.0 and estimator.threshold_at_upper_bound_
+    # ... and scores above the bound were seen: the coverage statement does not hold.
+    assert not calibration.coverage_holds
+    assert "3 calibration scores exceeded it" in calibration.reason
 
     inside = PrivateConformalRegressor(
         model, mechanism=SplitConformal(), alpha=0.3, score_bounds=(0.0, 9.0)
@@ -198,8 +209,9 @@ def test_clipping_is_counted_reported_and_warned():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         inside.fit_calibrate(np.zeros((10, 1)), y)
-    assert inside.calibration_.details["n_scores_above_bounds"] == 0
+    assert inside.calibration_.owner_diagnostics["n_scores_above_bounds"] == 0
     assert inside.threshold_ == 7.0 and not inside.threshold_at_upper_bound_
+    assert inside.calibration_.coverage_holds
 
 
 def test_cqr_negative_scores_clipped_below():
@@ -231,6 +243,8 @@ def test_threshold_at_top_of_range_is_stated():
     assert estimator.threshold_at_upper_bound_
     assert estimator.calibration_.details["threshold_at_upper_bound"]
     assert not estimator.calibration_.feasible
+    # No score above the bound: the (trivial) statement still holds.
+    assert estimator.calibration_.coverage_holds
     np.testing.assert_array_equal(estimator.predict_set(np.zeros((2, 1))), [[-3.0, 5.0]] * 2)
 
 
@@ -243,6 +257,7 @@ def test_feasible_threshold_at_top_warns():
         estimator.fit_calibrate(np.zeros((50, 1)), np.full(50, 3.0))
     assert any("as wide as score_bounds allow" in str(w.message) for w in record)
     assert estimator.threshold_at_upper_bound_ and estimator.calibration_.feasible
+    assert not estimator.calibration_.coverage_holds
 
 
 def test_single_distinct_score_with_data_bounds():
@@ -253,6 +268,9 @@ def test_single_distinct_score_with_data_bounds():
     assert estimator.threshold_ == 2.0
     low, high = estimator.score_bounds_
     assert low == 2.0 and high == np.nextafter(2.0, 3.0)
+    # Data-derived bounds are owner-side diagnostics, not published details.
+    assert estimator.calibration_.owner_diagnostics["score_bounds"] == (low, high)
+    assert "score_bounds" not in estimator.calibration_.details
 
 
 # ---------------------------------------------------------------------- scores
@@ -325,24 +343,25 @@ def test_quantile_pair_prefit_and_fit(data, linear):
 
 # ------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
-    "bounds",
+    ("bounds", "error"),
     [
-        (1.0, 1.0),
-        (2.0, 1.0),
-        (np.nan, 1.0),
-        (0.0, np.inf),
-        (-1e308, 1e308),
-        (0.0,),
-        (0.0, 1.0, 2.0),
-        "0,1",
-        (True, 2.0),
-        ("a", 1.0),
+        ((1.0, 1.0), ValueError),
+        ((2.0, 1.0), ValueError),
+        ((np.nan, 1.0), ValueError),
+        ((0.0, np.inf), ValueError),
+        ((-1e308, 1e308), ValueError),
+        ((0.0,), ValueError),
+        ((0.0, 1.0, 2.0), ValueError),
+        ("0,1", TypeError),
+        ((True, 2.0), TypeError),
+        (("a", 1.0), TypeError),
+        (5.0, TypeError),
     ],
 )
-def test_bad_score_bounds(data, linear, bounds):
+def test_bad_score_bounds(data, linear, bounds, error):
     _, (X_cal, y_cal), _ = data
     estimator = PrivateConformalRegressor(linear, mechanism=SplitConformal(), score_bounds=bounds)
-    with pytest.raises(ValueError, match="score_bounds"):
+    with pytest.raises(error, match="score_bounds"):
         estimator.fit_calibrate(X_cal, y_cal)
     assert not hasattr(estimator, "calibration_")
 
@@ -360,13 +379,24 @@ def test_non_finite_targets(data, linear, bad):
     assert not hasattr(estimator, "calibration_")
 
 
-def test_string_targets(data, linear):
+@pytest.mark.parametrize(
+    "targets",
+    [
+        np.array(["a", "b", "c"]),
+        np.array(["1.5", "2", "3"], dtype=object),  # would be parsed by astype(float)
+        np.array([1.5, 2.0, 3.0], dtype=object),
+        np.array([True, False, True]),
+    ],
+    ids=["str", "object-str", "object-float", "bool"],
+)
+def test_non_numeric_targets_are_not_converted(data, linear, targets):
     _, (X_cal, _), _ = data
     estimator = PrivateConformalRegressor(
         linear, mechanism=SplitConformal(), score_bounds=(0.0, 30.0)
     )
-    with pytest.raises(ValueError, match="real-valued targets"):
-        estimator.fit_calibrate(X_cal[:3], np.array(["a", "b", "c"]))
+    with pytest.raises(TypeError, match="real-valued targets"):
+        estimator.fit_calibrate(X_cal[:3], targets)
+    assert not hasattr(estimator, "calibration_")
 
 
 @pytest.mark.parametrize(
@@ -422,7 +452,7 @@ def test_pair_of_estimators_is_rejected_with_hint(data, linear):
 
 def test_unknown_score_and_normalized_misuse(data, linear):
     _, (X_cal, y_cal), _ = data
-    with pytest.raises(ValueError, match="'lac' is not a known score"):
+    with pytest.raises(ValueError, match="conformity_score must be one of 'absolute', 'cqr'"):
         PrivateConformalRegressor(
             linear, mechanism=SplitConformal(), conformity_score="lac", score_bounds=(0, 1)
         ).fit_calibrate(X_cal, y_cal)
@@ -441,9 +471,9 @@ def test_unknown_score_and_normalized_misuse(data, linear):
         assert not hasattr(estimator, "calibration_")
 
 
-def test_accountant_records_spend_even_when_privacy_is_broken(data, linear):
+def test_accountant_records_spend_even_when_privacy_is_broken(data, linear, dp):
     _, (X_cal, y_cal), _ = data
-    accountant = BudgetAccountant()
+    accountant = dp.accountant.BudgetAccountant()
     estimator = PrivateConformalRegressor(
         linear, mechanism=ExponQ(epsilon=0.7), accountant=accountant, random_state=0
     )

@@ -15,10 +15,10 @@ import warnings
 
 import numpy as np
 import pytest
-from diffprivlib.models import LinearRegression as DPLinearRegression
 from scipy.stats import spearmanr
 from sklearn.datasets import load_diabetes
 from sklearn.linear_model import LinearRegression, QuantileRegressor
+from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
@@ -56,7 +56,7 @@ def _polynomial_quantile(level):
 
 @pytest.fixture(scope="module")
 def models():
-    """Models fitted once on a training set (paper 004 Sec. 5.1 design)."""
+    """Models fitted once on a training set (the design of Humbert et al. 2023, Sec. 5.1)."""
     X, y = make_poisson_outliers(2000, random_state=100)
     pair = QuantilePair(_polynomial_quantile(ALPHA / 2), _polynomial_quantile(1 - ALPHA / 2))
     pair.fit(X, y)
@@ -143,7 +143,7 @@ def test_cqr_widths_adapt_to_the_noise_level(models):
 DIABETES_RUNS = 1000
 
 
-def test_diabetes_with_diffprivlib_linear_regression():
+def test_diabetes_with_diffprivlib_linear_regression(dp):
     """load_diabetes, diffprivlib LinearRegression (public bounds), alpha = 0.1.
 
     The model uses the two strongest predictors, bmi and s5 (diffprivlib's functional
@@ -163,7 +163,7 @@ def test_diabetes_with_diffprivlib_linear_regression():
     X = X[:, [2, 8]]  # bmi, s5
     order = np.random.default_rng(7).permutation(len(y))
     train, pool = order[:150], order[150:]
-    model = DPLinearRegression(
+    model = dp.models.LinearRegression(
         epsilon=10.0, bounds_X=(-0.2, 0.2), bounds_y=(0.0, 400.0), random_state=0
     ).fit(X[train], y[train])
     rng = np.random.default_rng(8)
@@ -199,3 +199,34 @@ def test_diabetes_with_diffprivlib_linear_regression():
             f"mean width {width:.1f}"
         )
         assert covered >= binomial_lower_limit(DIABETES_RUNS, bound)
+
+
+def test_predictions_far_off_the_bounds_are_not_reported_as_covered(dp):
+    """The README regression snippet on load_diabetes (issue 12): diffprivlib's
+    LinearRegression with all ten features and bounds_X = (-1, 1) predicts about 1e5,
+    every calibration score exceeds the public upper bound 400, the threshold sits at
+    that bound and test coverage is 0. The calibration must say that its coverage
+    statement does not hold, not only warn; the clip counts stay owner-side."""
+    X, y = load_diabetes(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, test_size=0.5, random_state=0)
+    X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, test_size=0.5, random_state=0)
+    model = dp.models.LinearRegression(
+        epsilon=2.0, bounds_X=(-1, 1), bounds_y=(0, 400), random_state=0
+    ).fit(X_train, y_train)
+    assert np.abs(model.predict(X_cal)).min() > 1e4
+    pcr = PrivateConformalRegressor(
+        model, mechanism=ExponQ(epsilon=1.0), alpha=0.1, score_bounds=(0, 400), random_state=0
+    )
+    with pytest.warns(ScoreBoundsWarning, match="does NOT hold"):
+        pcr.fit_calibrate(X_cal, y_cal)
+    calibration = pcr.calibration_
+    assert len(y_cal) == 110 and pcr.threshold_at_upper_bound_
+    assert not calibration.coverage_holds
+    assert "110 calibration scores exceeded it" in calibration.reason
+    assert calibration.owner_diagnostics == {
+        "n_scores_below_bounds": 0,
+        "n_scores_above_bounds": 110,
+    }
+    assert not {"n_scores_below_bounds", "n_scores_above_bounds"} & set(calibration.details)
+    intervals = pcr.predict_interval(X_test)
+    assert not ((intervals[:, 0] <= y_test) & (y_test <= intervals[:, 1])).any()

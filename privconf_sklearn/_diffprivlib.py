@@ -32,9 +32,10 @@ diffprivlib's ``BudgetAccountant``, ``GaussianNB``, ``RandomForestClassifier`` a
 scikit-learn >= 1.8, in its own ``__init__`` (it passes ``multi_class``, which
 scikit-learn removed); nothing in this package uses it.
 
-The step runs only when diffprivlib is first imported through this module (or through
-:func:`import_diffprivlib`): a script that imports diffprivlib directly on scikit-learn
-1.9 should call ``privconf_sklearn.import_diffprivlib()`` first.
+The step runs when ``privconf_sklearn`` is imported (without importing diffprivlib) and
+again before every import through this module, so on scikit-learn 1.9 a script imports
+``privconf_sklearn`` before it imports diffprivlib directly (or calls
+``privconf_sklearn.import_diffprivlib()``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import numpy as np
 
 from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
 
-from .bench_calibration import best_time
+from ._timing import best_time
 from .bench_fedcp_table import clear_caches
 from .fedcp_avg import fedcp_avg_threshold
 

@@ -10,8 +10,10 @@ Two settings, each for 10^6 rows (``--quick``: 10^5), all in the same process:
   ``predict_set(X)`` against ``y_pred = model.predict(X)`` plus the same expression.
   MAPIE's ``SplitConformalRegressor.predict_interval`` is timed too when installed.
 
-Times are the best of ``--repeats`` calls, ours and numpy alternating; the ratio target
-is ours / numpy <= 1.2.
+Ours and numpy (and MAPIE, when installed, end to end) alternate for ``--repeats``
+rounds (``benchmarks/_timing.py``); the ratio is the median of the per-round ratios
+with their min-max. Peak memory is one traced call each. The ratio target is
+ours / numpy <= 1.2.
 
 Run:  python -m benchmarks.bench_regression_predict [--quick] [--repeats R]
 """
@@ -19,14 +21,12 @@ Run:  python -m benchmarks.bench_regression_predict [--quick] [--repeats R]
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-import tracemalloc
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import LinearRegression
 
+from benchmarks._timing import alternate, load_average, peak_memory
 from privconf_sklearn import PrivateConformalRegressor
 from privconf_sklearn.mechanisms import SplitConformal
 
@@ -45,37 +45,10 @@ class ColumnsAsPredictions(RegressorMixin, BaseEstimator):
         return X[:, 0] if self.n_outputs == 1 else X[:, :2]
 
 
-def peak_memory(function):
-    """Peak traced memory of one call."""
-    gc.collect()
-    tracemalloc.start()
-    function()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
-
-
-def measure_pair(ours, baseline, repeats):
-    """Best wall times over ``repeats`` alternating calls, and peak memories.
-
-    Alternating the two keeps a change of machine load from favouring either side.
-    """
-    times = ([], [])
-    for _ in range(repeats):
-        for function, record in zip((ours, baseline), times, strict=True):
-            start = time.perf_counter()
-            function()
-            record.append(time.perf_counter() - start)
-    return min(times[0]), peak_memory(ours), min(times[1]), peak_memory(baseline)
-
-
-def best_time(function, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def measure(contenders, repeats):
+    """Alternating timings and one traced peak memory per contender."""
+    timing = alternate(contenders, repeats)
+    return timing, {name: peak_memory(function) for name, function in contenders.items()}
 
 
 def interval_step(n, repeats, rng):
@@ -105,12 +78,12 @@ def interval_step(n, repeats, rng):
             def baseline(lo=lo, hi=hi, q=q):
                 return lo - q, hi + q
 
-        t_ours, m_ours, t_numpy, m_numpy = measure_pair(
-            lambda pcr=pcr, X=X: pcr.predict_set(X), baseline, repeats
+        timing, memory = measure(
+            {"numpy": baseline, "ours": lambda pcr=pcr, X=X: pcr.predict_set(X)}, repeats
         )
         ours, plain = pcr.predict_set(X), baseline()
         same = np.array_equal(ours[:, 0], plain[0]) and np.array_equal(ours[:, 1], plain[1])
-        rows.append(("interval step", score, t_ours, m_ours, t_numpy, m_numpy, None, same))
+        rows.append(("interval step", score, timing, memory, same))
     return rows
 
 
@@ -127,10 +100,7 @@ def end_to_end(n, repeats, rng):
         y_pred = model.predict(X)
         return y_pred - q, y_pred + q
 
-    t_ours, m_ours, t_numpy, m_numpy = measure_pair(lambda: pcr.predict_set(X), baseline, repeats)
-    ours, plain = pcr.predict_set(X), baseline()
-    same = np.array_equal(ours[:, 0], plain[0]) and np.array_equal(ours[:, 1], plain[1])
-    t_mapie = None
+    contenders = {"numpy": baseline, "ours": lambda: pcr.predict_set(X)}
     try:
         from mapie.regression import SplitConformalRegressor
     except ImportError:
@@ -138,23 +108,29 @@ def end_to_end(n, repeats, rng):
     else:
         mapie = SplitConformalRegressor(model, confidence_level=0.9, prefit=True)
         mapie.conformalize(X[5000:7000], y[5000:7000])
-        t_mapie = best_time(lambda: mapie.predict_interval(X), max(1, repeats // 2))
-    return [("end to end", "absolute", t_ours, m_ours, t_numpy, m_numpy, t_mapie, same)]
+        contenders["MAPIE"] = lambda: mapie.predict_interval(X)
+    timing, memory = measure(contenders, repeats)
+    ours, plain = pcr.predict_set(X), baseline()
+    same = np.array_equal(ours[:, 0], plain[0]) and np.array_equal(ours[:, 1], plain[1])
+    return [("end to end", "absolute", timing, memory, same)]
 
 
 def report(n, rows):
     mb = 1024**2
     print(f"{n} rows")
     print(
-        "| setting | score | ours (ms) | numpy (ms) | ours / numpy | MAPIE (ms) "
-        "| peak MB ours | peak MB numpy | identical |"
+        "| setting | score | ours (ms, median) | numpy (ms, median) "
+        "| ours / numpy: median (min-max) | MAPIE (ms, median) | peak MB ours "
+        "| peak MB numpy | identical |"
     )
     print("|---" * 9 + "|")
-    for setting, score, t_o, m_o, t_n, m_n, t_m, same in rows:
-        mapie = f"{t_m * 1e3:.1f}" if t_m is not None else "n/a"
+    for setting, score, timing, memory, same in rows:
+        has_mapie = "MAPIE" in timing.times
+        mapie = f"{timing.median('MAPIE') * 1e3:.1f}" if has_mapie else "n/a"
         print(
-            f"| {setting} | {score} | {t_o * 1e3:.2f} | {t_n * 1e3:.2f} | {t_o / t_n:.2f}x "
-            f"| {mapie} | {m_o / mb:.1f} | {m_n / mb:.1f} | {same} |"
+            f"| {setting} | {score} | {timing.median('ours') * 1e3:.2f} "
+            f"| {timing.median('numpy') * 1e3:.2f} | {timing.ratio_text('ours', 'numpy')} "
+            f"| {mapie} | {memory['ours'] / mb:.1f} | {memory['numpy'] / mb:.1f} | {same} |"
         )
 
 
@@ -165,7 +141,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     n = 10**5 if args.quick else 10**6
     rng = np.random.default_rng(0)
-    report(n, interval_step(n, args.repeats, rng) + end_to_end(n, args.repeats, rng))
+    print(load_average())
+    rows = interval_step(n, args.repeats, rng) + end_to_end(n, args.repeats, rng)
+    print(load_average())
+    report(n, rows)
 
 
 if __name__ == "__main__":

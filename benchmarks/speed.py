@@ -3,15 +3,20 @@
 Runs, in order (each prints its own table, with the baseline timed in the same process):
 
 1. ``bench_calibration``: ``calibrate`` of every central mechanism at n = 2400 and 10^7
-   against ``np.partition``; paper 002 Table 4's times beside;
+   against ``np.partition``, alternating; Romanus and Molinari (2025) Table 4 beside;
 2. ``bench_federated_calibration``: FedCP-QQ and FedCP2-QQ ``calibrate`` at the same
    sizes, against the same order statistic;
-3. ``bench_predict_set``: classification ``predict_set`` against plain numpy and
-   MAPIE's ``SplitConformalClassifier`` (LAC and APS, 100k x 10 and 100k x 1000,
-   peak memory);
-4. ``bench_regression_predict``: regression intervals against numpy and MAPIE;
-5. ``bench_fedcp_table``: the ``(l*, k*)`` search over paper 004's ``M(l, k)``;
+3. ``bench_predict_set``: classification sets and calibration scores (LAC, APS,
+   randomised APS, RAPS; 100k x 10, 100k x 1000, 1M x 100) against the textbook numpy
+   expressions, alternating, with peak memory;
+4. ``bench_regression_predict``: regression intervals against numpy and MAPIE,
+   alternating;
+5. ``bench_fedcp_table``: the ``(l*, k*)`` search over Humbert et al.'s ``M(l, k)``;
 6. ``bench_dask``: the scale-out recipe on 10^8 rows (time and peak memory).
+
+Where a benchmark compares with a baseline, the two run alternately (A B A B ...) and
+the ratio is the median of the per-round ratios with their min-max
+(``benchmarks/_timing.py``).
 
 The machine's load average is printed before and after each benchmark: other jobs
 inflate absolute times (ratios much less). ``--quick`` runs every benchmark at small
@@ -24,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import platform
 import sys
 import time
 
 import numpy as np
+
+from benchmarks._timing import load_average
 
 #: (module, arguments for the full run, arguments for --quick).
 SUITE = [
@@ -42,11 +48,6 @@ SUITE = [
 ]
 
 
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -54,17 +55,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
-        f"{platform.machine()}, {_load()}"
+        f"{platform.machine()}, {load_average()}"
     )
     for name, full, quick in SUITE:
         if args.only and name not in args.only:
             continue
         module = importlib.import_module(f"benchmarks.{name}")
         arguments = quick if args.quick else full
-        print(f"\n## {name} {' '.join(arguments)}\n\n({_load()})\n", flush=True)
+        print(f"\n## {name} {' '.join(arguments)}\n\n({load_average()})\n", flush=True)
         start = time.perf_counter()
         module.main(arguments)
-        print(f"\n({name}: {time.perf_counter() - start:.1f} s; {_load()})", flush=True)
+        print(f"\n({name}: {time.perf_counter() - start:.1f} s; {load_average()})", flush=True)
     return 0
 
 

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import BasePrivateConformal, _estimator_has, common_constraints
 from ._validation import encode_labels
 from .mondrian import MondrianCalibration
-from .scores import APS, LAC
+from .scores import APS, LAC, RAPS
 
 __all__ = ["PrivateConformalClassifier"]
 
@@ -36,11 +36,16 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         Keyword-only and without default, so privacy is always a visible choice.
     alpha : float, default=0.1
         Target miscoverage in (0, 1).
-    conformity_score : {"lac", "aps"} or ClassificationScore, default="lac"
+    conformity_score : {"lac", "aps", "aps_randomized", "raps"} or ClassificationScore, \
+            default="lac"
         Conformity score (named like MAPIE's, since ``score`` is the scikit-learn
         accuracy method): ``"lac"`` is ``1 - p_y(x)`` (:class:`~privconf_sklearn.scores.LAC`),
-        ``"aps"`` the adaptive prediction sets score (:class:`~privconf_sklearn.scores.APS`).
-        Aliases are matched exactly (lower case).
+        ``"aps"`` the non-randomised adaptive prediction sets score
+        (:class:`~privconf_sklearn.scores.APS`), ``"aps_randomized"``
+        ``APS(randomized=True)`` (MAPIE's default APS score), ``"raps"``
+        :class:`~privconf_sklearn.scores.RAPS` with its default parameters. See
+        :doc:`/user_guide/scores` for which to choose. Aliases are matched exactly
+        (lower case).
     mondrian : None, "class" or callable, default=None
         Mondrian (group-conditional) calibration. ``"class"``: one threshold per label,
         so that coverage holds for every true label (label-conditional coverage). A
@@ -133,7 +138,12 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
     1.0
     """
 
-    _score_aliases = {"lac": LAC, "aps": APS}
+    _score_aliases = {
+        "lac": LAC,
+        "aps": APS,
+        "aps_randomized": lambda: APS(randomized=True),
+        "raps": RAPS,
+    }
     _parameter_constraints = common_constraints(_score_aliases, mondrian_options=("class",))
     _fitted_attribute_names = (*BasePrivateConformal._fitted_attribute_names, "classes_")
 

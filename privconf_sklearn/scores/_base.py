@@ -22,14 +22,27 @@ class BaseConformityScore(BaseEstimator, metaclass=ABCMeta):
     ----------
     natural_bounds : tuple of float or None
         Public range the score always lies in (e.g. ``(0, 1)`` for LAC and APS), or
-        None when the score is unbounded and public bounds must be supplied.
+        None when the score is unbounded and public bounds must be supplied. It may
+        depend on public facts of the fitted estimator that :meth:`check_estimator`
+        records (RAPS: the number of classes); it never depends on data.
     """
 
-    natural_bounds: tuple[float, float] | None = None
+    #: The public range of scores whose range is fixed by their class.
+    _natural_bounds: tuple[float, float] | None = None
+
+    @property
+    def natural_bounds(self) -> tuple[float, float] | None:
+        """Public range of the scores, or None when unbounded."""
+        return self._natural_bounds
 
     @abstractmethod
     def check_estimator(self, estimator) -> None:
-        """Raise ``TypeError`` if ``estimator`` lacks the method this score needs."""
+        """Raise ``TypeError`` if ``estimator`` lacks the method this score needs.
+
+        Called once per calibration with the fitted estimator, before any score is
+        computed. A score whose public range depends on the estimator (RAPS) records
+        what it needs here.
+        """
 
     @abstractmethod
     def estimator_outputs(self, estimator, X) -> np.ndarray:

@@ -14,12 +14,11 @@ can differ only by the rounding of that one addition.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._validation import Interval, NoneValue, validate_params
 from ._base import BaseConformityScore
 
 __all__ = ["CQR", "AbsoluteResidual", "NormalizedResidual", "RegressionScore"]
@@ -99,7 +98,7 @@ class RegressionScore(BaseConformityScore):
     lower and upper interval ends.
     """
 
-    natural_bounds = None
+    _natural_bounds = None
 
     def check_estimator(self, estimator) -> None:
         """Require ``estimator.predict``."""
@@ -121,10 +120,11 @@ class RegressionScore(BaseConformityScore):
 class AbsoluteResidual(RegressionScore):
     """Absolute residual score ``|y - f(x)|`` (split conformal regression).
 
-    Lei et al. (2018); paper 004 Sec. 5 ("split CP"). The interval at threshold ``t`` is
-    ``[f(x) - t, f(x) + t]``: constant width ``2 t``. Reads ``estimator.predict``, which
-    must return shape ``(n_samples,)`` (or ``(n_samples, 1)``). The score is
-    non-negative, so public bounds ``(0, high)`` are natural.
+    Lei et al. (2018); Humbert et al. (2023), Sec. 5 ("split CP"). The interval at
+    threshold ``t`` is ``[f(x) - t, f(x) + t]``: constant width ``2 t``. Reads
+    ``estimator.predict``, which must return shape ``(n_samples,)`` (or
+    ``(n_samples, 1)``). The score is non-negative, so public bounds ``(0, high)`` are
+    natural.
 
     Examples
     --------
@@ -158,7 +158,7 @@ def _quantile_method(estimator) -> str:
 class CQR(RegressionScore):
     """Conformalized quantile regression score (Romano, Patterson and Candes 2019).
 
-    ``s(x, y) = max(q_lo(x) - y, y - q_hi(x))`` (paper 004 Sec. 5), where ``q_lo`` and
+    ``s(x, y) = max(q_lo(x) - y, y - q_hi(x))`` (Humbert et al. 2023, Sec. 5), where ``q_lo`` and
     ``q_hi`` are lower and upper quantile regressions, e.g. at levels ``alpha / 2`` and
     ``1 - alpha / 2``. The score is negative inside the band, so its public bounds
     usually have a negative lower end. The interval at threshold ``t`` is
@@ -261,15 +261,12 @@ class NormalizedResidual(RegressionScore):
         """Keep the fitted difficulty estimator by reference (it is never refitted)."""
         return type(self)(self.difficulty_estimator, min_difficulty=self.min_difficulty)
 
+    _parameter_constraints: dict = {
+        "min_difficulty": [NoneValue(), Interval("real", 0.0, None, closed="neither")],
+    }
+
     def _check_params(self) -> None:
-        floor = self.min_difficulty
-        if floor is not None and (
-            not isinstance(floor, numbers.Real)
-            or isinstance(floor, bool)
-            or not np.isfinite(floor)
-            or floor <= 0
-        ):
-            raise ValueError(f"min_difficulty must be None or a finite real > 0; got {floor!r}.")
+        validate_params(self, self._parameter_constraints)
 
     def check_estimator(self, estimator) -> None:
         """Require ``estimator.predict`` and a fitted difficulty estimator with ``predict``."""

@@ -384,6 +384,8 @@ def _poisson_binomial_below(t, one_minus_t, group_n, group_l, counts, n_finite):
         one_minus_g = betainc(size - rank + 1, rank, one_minus_t)
         g = betainc(rank, size - rank + 1, t)
         distribution = _add_group(distribution, count, g, one_minus_g)
+    if distribution is None:
+        raise ValueError("the Poisson-binomial sum needs at least one group of agents.")
     return np.cumsum(distribution, axis=1)[:, :n_finite]
 
 

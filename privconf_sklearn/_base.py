@@ -167,12 +167,13 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     def _check_estimator_kind(self, estimator) -> None:
         """Raise ``TypeError`` if ``estimator`` is of the wrong kind (e.g. a classifier)."""
 
-    def _public_bounds(self, score: BaseConformityScore, scores: np.ndarray):
-        """Public range ``(low, high)``, the scores clipped to it, and a record of how.
+    def _public_range(self, score: BaseConformityScore, data_range: Callable[[], tuple]):
+        """The score range ``(low, high)`` mapped to [0, 1], and whether it is public.
 
         The base class accepts only scores with natural bounds (classification); the
-        regressor overrides this with ``score_bounds``. The record is passed back to
-        :meth:`_finish_release` and :meth:`_broken_privacy_reason`.
+        regressor overrides this with ``score_bounds``. ``data_range()`` returns the
+        calibration scores' ``(min, max)``, for an estimator that takes its range from
+        the data (which is not private).
         """
         if score.natural_bounds is None:
             raise ValueError(
@@ -180,13 +181,39 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 "public score bounds to map it into [0, 1]."
             )
         low, high = score.natural_bounds
+        return low, high, True
+
+    def _clip_to_range(self, score: BaseConformityScore, scores: np.ndarray, low, high):
+        """Scores in ``[low, high]`` and the masks of those below and above it (or None).
+
+        Row by row, so that it may run on any block of rows. The base class refuses
+        scores outside the natural bounds; the regressor clips them.
+        """
         outside = (scores < low) | (scores > high)
         if outside.any():
             raise ValueError(
                 f"{type(score).__name__} scores must lie in their public range "
                 f"[{low}, {high}]; got values {scores[outside][:5].tolist()}."
             )
-        return (low, high), scores, None
+        return scores, None, None
+
+    def _range_record(self, low, high, public: bool, below, above, n_samples: int):
+        """The record of how scores were mapped, passed back to the release hooks.
+
+        ``below`` and ``above`` are what :meth:`_clip_to_range` returned for all rows,
+        or the numbers of rows below and above the range. The record is passed to
+        :meth:`_finish_release` and :meth:`_broken_privacy_reason`.
+        """
+        return None
+
+    def _public_bounds(self, score: BaseConformityScore, scores: np.ndarray):
+        """Public range ``(low, high)``, the scores clipped to it, and a record of how."""
+        low, high, public = self._public_range(
+            score, lambda: (float(scores.min()), float(scores.max()))
+        )
+        clipped, below, above = self._clip_to_range(score, scores, low, high)
+        record = self._range_record(low, high, public, below, above, scores.shape[0])
+        return (low, high), clipped, record
 
     def _broken_privacy_reason(self, bounds_record) -> str | None:
         """Why the privacy guarantee does not hold for this fit, or None."""
@@ -401,80 +428,123 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         raw_scores = score.conformity_scores(outputs, encoded, random_state=self.random_state)
         (low, high), clipped_scores, bounds_record = self._public_bounds(score, raw_scores)
         unit_scores = to_unit_range(clipped_scores, low, high)
-        broken = self._broken_privacy_reason(bounds_record)
-        fitted: dict[str, Any] = {}
-        calibration: Calibration | MondrianCalibration
         if mondrian is None:
             calibration = mechanism.calibrate(
                 unit_scores, alpha, groups=groups, random_state=self.random_state
             )
-            calibration = self._finish_release(calibration, bounds_record, slice(None))
-            privacy = calibration.privacy.under(adjacency)
-            calibration = replace(
-                calibration, privacy=privacy if broken is None else privacy.broken(broken)
+            return self._complete_release(
+                plan,
+                estimator,
+                calibration,
+                (low, high),
+                bounds_record,
+                lambda t: largest_covered_score(clipped_scores, unit_scores, t),
             )
-            fitted["threshold_"] = threshold_in_score_units(
-                calibration, clipped_scores, unit_scores, low, high
-            )
-            final = [calibration]
+        broken = self._broken_privacy_reason(bounds_record)
+        fitted: dict[str, Any] = {}
+        if group_list is None:
+            index = GroupIndex.from_rows(row_groups)
         else:
-            if group_list is None:
-                index = GroupIndex.from_rows(row_groups)
-            else:
-                index = GroupIndex(group_list)
-            codes = index.codes(row_groups)
-            if (codes < 0).any():
-                unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
-                raise ValueError(
-                    f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
-                    f"{unknown[:10]}; declare every group the callable can return."
-                )
-            sizes = params["group_sizes"]
-            releases, details, owner = calibrate_groups(
-                mechanism,
-                unit_scores,
-                codes,
-                index.group_ids,
-                alpha,
-                group_sizes=sizes,
-                noise=check_noise_source(self.random_state),
+            index = GroupIndex(group_list)
+        codes = index.codes(row_groups)
+        if (codes < 0).any():
+            unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
+            raise ValueError(
+                f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
+                f"{unknown[:10]}; declare every group the callable can return."
             )
-            final = [self._finish_release(r.calibration, bounds_record, r.rows) for r in releases]
-            records, bound_details = group_records(
-                final,
-                index.group_ids,
-                group_sizes=sizes,
-                mechanism=mechanism,
-                alpha=alpha,
-                n_samples=n,
-            )
-            warn_trivial_groups(records, stacklevel=3)
-            private_sizes = isinstance(sizes, PrivateGroupSizes)
-            n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
-            privacy = mondrian_privacy(
-                mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
-            )
-            calibration = MondrianCalibration(
-                mechanism=type(mechanism).__name__,
-                alpha=alpha,
-                n_samples=n,
-                group_sizes="private" if private_sizes else "public",
-                groups=records,
-                privacy=privacy if broken is None else privacy.broken(broken),
-                details={**details, **bound_details},
-                owner_diagnostics=owner,
-            )
-            fitted["groups_"] = _object_array(index.group_ids)
-            fitted["group_thresholds_"] = np.array(
-                [
-                    threshold_in_score_units(
-                        c, clipped_scores[r.rows], unit_scores[r.rows], low, high
-                    )
-                    for c, r in zip(final, releases, strict=True)
-                ]
-            )
-            fitted["mondrian_"] = mondrian
+        sizes = params["group_sizes"]
+        releases, details, owner = calibrate_groups(
+            mechanism,
+            unit_scores,
+            codes,
+            index.group_ids,
+            alpha,
+            group_sizes=sizes,
+            noise=check_noise_source(self.random_state),
+        )
+        final = [self._finish_release(r.calibration, bounds_record, r.rows) for r in releases]
+        records, bound_details = group_records(
+            final,
+            index.group_ids,
+            group_sizes=sizes,
+            mechanism=mechanism,
+            alpha=alpha,
+            n_samples=n,
+        )
+        warn_trivial_groups(records, stacklevel=3)
+        private_sizes = isinstance(sizes, PrivateGroupSizes)
+        n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
+        privacy = mondrian_privacy(
+            mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
+        )
+        calibration = MondrianCalibration(
+            mechanism=type(mechanism).__name__,
+            alpha=alpha,
+            n_samples=n,
+            group_sizes="private" if private_sizes else "public",
+            groups=records,
+            privacy=privacy if broken is None else privacy.broken(broken),
+            details={**details, **bound_details},
+            owner_diagnostics=owner,
+        )
+        fitted["groups_"] = _object_array(index.group_ids)
+        fitted["group_thresholds_"] = np.array(
+            [
+                threshold_in_score_units(c, clipped_scores[r.rows], unit_scores[r.rows], low, high)
+                for c, r in zip(final, releases, strict=True)
+            ]
+        )
+        fitted["mondrian_"] = mondrian
 
+        return self._set_fitted(
+            plan, estimator, calibration, final, (low, high), bounds_record, fitted
+        )
+
+    def _complete_release(
+        self,
+        plan: _Plan,
+        estimator,
+        calibration: Calibration,
+        bounds: tuple,
+        bounds_record,
+        largest_covered: Callable[[float], float | None],
+    ) -> BasePrivateConformal:
+        """Everything after the mechanism's release (without Mondrian groups).
+
+        Shared by :meth:`fit_calibrate` and :func:`privconf_sklearn.dask.fit_calibrate`:
+        the estimator-level records, the privacy guarantee under ``adjacency`` (broken
+        if the score range came from the data), the threshold in score units
+        (``largest_covered(t)``: the largest clipped calibration score whose image is at
+        most ``t``, or None; see :func:`threshold_in_score_units`), the warnings, the
+        spending on the ledger and the fitted attributes.
+        """
+        low, high = bounds
+        broken = self._broken_privacy_reason(bounds_record)
+        calibration = self._finish_release(calibration, bounds_record, slice(None))
+        privacy = calibration.privacy.under(plan.params["adjacency"])
+        calibration = replace(
+            calibration, privacy=privacy if broken is None else privacy.broken(broken)
+        )
+        fitted: dict[str, Any] = {
+            "threshold_": score_threshold(calibration, largest_covered, low, high)
+        }
+        return self._set_fitted(
+            plan, estimator, calibration, [calibration], bounds, bounds_record, fitted
+        )
+
+    def _set_fitted(
+        self,
+        plan: _Plan,
+        estimator,
+        calibration: Calibration | MondrianCalibration,
+        final: list[Calibration],
+        bounds: tuple,
+        bounds_record,
+        fitted: dict[str, Any],
+    ) -> BasePrivateConformal:
+        """Warn, spend ``calibration.privacy`` on the ledger, then set every attribute."""
+        low, high = bounds
         self._warn_about_releases(final, bounds_record)
         epsilon, delta = calibration.privacy.accountant_spend()
         if epsilon > 0 or delta > 0:
@@ -482,8 +552,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
         fitted.update(
             estimator_=estimator,
-            score_=score,
-            mechanism_=mechanism,
+            score_=plan.score,
+            mechanism_=plan.mechanism,
             calibration_=calibration,
             score_bounds_=(float(low), float(high)),
         )
@@ -740,13 +810,40 @@ def threshold_in_score_units(
     -------
     float
     """
+    return score_threshold(
+        calibration,
+        lambda t: largest_covered_score(clipped_scores, unit_scores, t),
+        low,
+        high,
+    )
+
+
+def largest_covered_score(clipped_scores: np.ndarray, unit_scores: np.ndarray, t: float):
+    """The largest clipped score whose image is at most ``t``, or None if there is none."""
+    covered = unit_scores <= t
+    return clipped_scores[covered].max() if covered.any() else None
+
+
+def score_threshold(
+    calibration: Calibration,
+    largest_covered: Callable[[float], float | None],
+    low: float,
+    high: float,
+) -> float:
+    """:func:`threshold_in_score_units`, reading the scores only through ``largest_covered``.
+
+    ``largest_covered(t)`` is the largest clipped calibration score whose image is at
+    most ``t`` (None if there is none); it is asked only for a non-private release, and
+    not for the identity map ``low = 0``, ``high = 1``, where ``T = t`` (each score is
+    its own image, so both bullets of :func:`threshold_in_score_units` give ``t``).
+    """
     t = calibration.threshold
+    if low == 0.0 and high == 1.0:
+        return float(t)
     if calibration.privacy.notion == "none":
-        covered = unit_scores <= t
-        if covered.any():
-            candidate = clipped_scores[covered].max()
-            if to_unit_range(candidate, low, high) == t:
-                return float(candidate)
+        candidate = largest_covered(t)
+        if candidate is not None and to_unit_range(candidate, low, high) == t:
+            return float(candidate)
     if to_unit_range(high, low, high) <= t:
         return float(high)
     below, above = _ordered_key(low), _ordered_key(high)  # image(low) = 0 <= t < image(high)

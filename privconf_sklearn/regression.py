@@ -428,16 +428,16 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     def _encode_targets(self, y, estimator) -> np.ndarray:
         return check_targets(y)
 
-    def _public_bounds(self, score, scores: np.ndarray):
-        """Clip to the public ``score_bounds``, or take the range from the data (leak)."""
+    def _public_range(self, score, data_range):
+        """The public ``score_bounds``, or the range of the data (a leak, with a warning)."""
         if self.score_bounds is None:
             warn_privacy_leak(
                 "score_bounds=None: the score range is taken from the calibration data "
                 "(its minimum and maximum score), which leaks them; the privacy "
                 "guarantee does not hold. Pass public score_bounds=(low, high).",
-                stacklevel=3,
+                stacklevel=4,
             )
-            low, high = float(scores.min()), float(scores.max())
+            low, high = data_range()
             if low == high:  # one distinct score: the narrowest non-empty range
                 high = float(np.nextafter(low, np.inf))
             if not math.isfinite(high - low):
@@ -445,22 +445,43 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                     f"The calibration scores span [{low!r}, {high!r}], too wide for float64; "
                     "pass score_bounds."
                 )
-            none = np.zeros(scores.shape, dtype=bool)
-            return (low, high), scores, _ScoreRange(low, high, public=False, below=none, above=none)
+            return low, high, False
         low, high = ScoreBounds().convert(self.score_bounds)
+        return low, high, True
+
+    def _clip_to_range(self, score, scores: np.ndarray, low, high):
+        """Scores clipped to ``[low, high]``, and the masks of those below and above."""
         below, above = scores < low, scores > high
-        n_below, n_above = int(np.count_nonzero(below)), int(np.count_nonzero(above))
+        if below.any() or above.any():
+            scores = np.clip(scores, low, high)
+        return scores, below, above
+
+    def _range_record(self, low, high, public: bool, below, above, n_samples: int):
+        """:class:`_ScoreRange`, with a warning if scores were clipped.
+
+        ``below`` and ``above`` are masks (in memory) or counts.
+        """
+        masks = isinstance(below, np.ndarray)
+        n_below = int(np.count_nonzero(below)) if masks else int(below)
+        n_above = int(np.count_nonzero(above)) if masks else int(above)
         if n_below or n_above:
             warnings.warn(
-                f"{n_below + n_above} of {scores.shape[0]} calibration scores lie outside "
+                f"{n_below + n_above} of {n_samples} calibration scores lie outside "
                 f"score_bounds = ({low!r}, {high!r}) ({n_below} below, {n_above} above) "
                 "and were clipped. Clipping keeps the privacy guarantee; scores above the "
                 "upper bound are covered only if the threshold stays below it.",
                 ScoreBoundsWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            scores = np.clip(scores, low, high)
-        return (low, high), scores, _ScoreRange(low, high, public=True, below=below, above=above)
+        return _ScoreRange(
+            low,
+            high,
+            public=public,
+            n_below=n_below,
+            n_above=n_above,
+            below=below if masks else None,
+            above=above if masks else None,
+        )
 
     def _broken_privacy_reason(self, bounds_record) -> str | None:
         if bounds_record.public:
@@ -478,8 +499,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         coverage does not hold (``coverage_holds`` False, with the reason).
         """
         at_top = bool(calibration.threshold >= 1.0)
-        n_below = int(np.count_nonzero(bounds_record.below[rows]))
-        n_above = int(np.count_nonzero(bounds_record.above[rows]))
+        n_below, n_above = bounds_record.count_outside(rows)
         details: dict[str, Any] = {
             "score_bounds_source": "public" if bounds_record.public else "calibration data",
             "threshold_at_upper_bound": at_top,
@@ -603,10 +623,24 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
 
 @dataclass(frozen=True)
 class _ScoreRange:
-    """How the score range was set, and which calibration rows were clipped (owner-side)."""
+    """How the score range was set, and how many calibration rows were clipped (owner-side).
+
+    ``below`` and ``above`` mark the clipped rows when the scores were in memory (for
+    the per-group counts of Mondrian calibration); None when only the counts are known.
+    """
 
     low: float
     high: float
     public: bool
-    below: np.ndarray
-    above: np.ndarray
+    n_below: int
+    n_above: int
+    below: np.ndarray | None = None
+    above: np.ndarray | None = None
+
+    def count_outside(self, rows) -> tuple[int, int]:
+        """Numbers of clipped rows below and above the range among ``rows``."""
+        if isinstance(rows, slice) and rows == slice(None):
+            return self.n_below, self.n_above
+        if self.below is None or self.above is None:
+            raise ValueError("Only the total numbers of clipped rows are known.")
+        return int(np.count_nonzero(self.below[rows])), int(np.count_nonzero(self.above[rows]))

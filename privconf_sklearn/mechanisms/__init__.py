@@ -2,7 +2,9 @@
 
 Every mechanism takes calibration scores in the public range [0, 1] and returns a
 :class:`Calibration` carrying the threshold, the coverage bounds and the
-:class:`PrivacyGuarantee` of the release.
+:class:`PrivacyGuarantee` of the release. It reads the scores only through a few exact
+statistics (:class:`ScoreStatistics`), so it can release from scores held elsewhere too
+(:meth:`QuantileMechanism.calibrate_from_statistics`).
 """
 
 from ..privacy import PrivacyGuarantee
@@ -13,6 +15,7 @@ from ._base import (
     QuantileMechanism,
     UninformativeCalibrationWarning,
 )
+from ._statistics import RankCounter, ScoreArray, ScoreStatistics
 from .dp_aps import DPAPS
 from .expon_q import ExponQ
 from .fedcp import FedCP2QQ, FedCPQQ
@@ -30,6 +33,9 @@ __all__ = [
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "QuantileMechanism",
+    "RankCounter",
+    "ScoreArray",
+    "ScoreStatistics",
     "SplitConformal",
     "UninformativeCalibrationWarning",
 ]

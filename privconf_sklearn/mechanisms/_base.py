@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator
 from .._random import NoiseSource, check_noise_source
 from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
 from ..privacy import PrivacyGuarantee
+from ._statistics import ScoreArray, ScoreStatistics
 
 __all__ = [
     "Calibration",
@@ -263,8 +264,13 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
 
     Subclasses store their parameters untouched in ``__init__`` (so they work with
     ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``), validate
-    them in :meth:`calibrate`, and implement :meth:`privacy_guarantee` and
-    :meth:`_calibrate`.
+    them in :meth:`calibrate`, and implement :meth:`privacy_guarantee`,
+    :meth:`coverage_certificate` and either ``_calibrate_from_statistics(statistics,
+    alpha, noise)`` (a release from the exact statistics of
+    :class:`~privconf_sklearn.mechanisms.ScoreStatistics`, which makes
+    :meth:`calibrate_from_statistics` available too; every mechanism of the library
+    does this) or ``_calibrate(scores, alpha, groups, noise)`` (a release that needs
+    the scores themselves).
     """
 
     #: Whether :meth:`calibrate` needs ``groups`` (one agent id per score).
@@ -286,11 +292,26 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         :meth:`calibrate` returns for the same ``(n_samples, alpha)``.
         """
 
-    @abstractmethod
     def _calibrate(
         self, scores: np.ndarray, alpha: float, groups: np.ndarray | None, noise: NoiseSource
     ) -> Calibration:
-        """Compute the calibration on validated scores in [0, 1]."""
+        """Compute the calibration on validated scores in [0, 1].
+
+        The library's mechanisms release from exact statistics of the scores
+        (:meth:`_calibrate_from_statistics`), so that :meth:`calibrate` and
+        :meth:`calibrate_from_statistics` run the same code. A mechanism that needs the
+        scores themselves overrides this method instead.
+        """
+        return self._calibrate_from_statistics(ScoreArray._checked(scores, groups), alpha, noise)
+
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+    ) -> Calibration:
+        """Compute the calibration from the statistics of validated scores in [0, 1]."""
+        raise NotImplementedError(
+            f"{type(self).__name__} releases from the scores themselves, not from score "
+            "statistics: use calibrate(scores, alpha)."
+        )
 
     def calibrate(self, scores, alpha: float, *, groups=None, random_state=None) -> Calibration:
         """Release a threshold for ``1 - alpha`` coverage from scores in [0, 1].
@@ -319,21 +340,80 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         groups = self._check_groups(groups, scores.shape[0])
         noise = check_noise_source(random_state)
         calibration = self._calibrate(scores, alpha, groups, noise)
-        if not calibration.informative:
-            category = (
-                UninformativeCalibrationWarning
-                if calibration.feasible
-                else InfeasibleCalibrationWarning
-            )
-            warnings.warn(
-                f"{type(self).__name__}: "
-                f"{calibration.reason or 'the released threshold is the top of the range.'} "
-                "Prediction sets will be the whole label set / intervals the whole score "
-                "range.",
-                category,
-                stacklevel=2,
-            )
+        self._warn_if_trivial(calibration)
         return calibration
+
+    def calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, *, random_state=None
+    ) -> Calibration:
+        """Release a threshold from exact statistics of the scores instead of the scores.
+
+        The release :meth:`calibrate` makes, computed from the answers of ``statistics``
+        (bin counts, order statistics, count queries: see
+        :class:`~privconf_sklearn.mechanisms.ScoreStatistics`): :meth:`calibrate` is this
+        method on :class:`~privconf_sklearn.mechanisms.ScoreArray`, so for exact answers
+        and the same ``random_state`` the two return the same :class:`Calibration`.
+        :func:`privconf_sklearn.dask.fit_calibrate` answers from scores spread over a
+        dask cluster. The mechanism fixes its parameters from ``statistics.n_samples``,
+        ``alpha`` and its budget before asking anything, and an infeasible request asks
+        nothing.
+
+        Parameters
+        ----------
+        statistics : ScoreStatistics
+            The calibration scores' statistics (scores in [0, 1], validated by whoever
+            built them); with agent ids for federated mechanisms.
+        alpha : float
+            Miscoverage level in (0, 1).
+        random_state : None, int, RandomState or Generator, default=None
+            Source of the privacy noise, as for :meth:`calibrate`.
+
+        Returns
+        -------
+        Calibration
+            As :meth:`calibrate`.
+
+        Raises
+        ------
+        TypeError
+            If ``statistics`` is not a :class:`~privconf_sklearn.mechanisms.ScoreStatistics`.
+        ValueError
+            For a bad ``alpha`` or parameter, or groups given to a central mechanism
+            (missing for a federated one).
+        NotImplementedError
+            For a mechanism that needs the scores themselves.
+        """
+        alpha = check_alpha(alpha)
+        self._check_params()
+        if not isinstance(statistics, ScoreStatistics):
+            raise TypeError(
+                f"statistics must be a ScoreStatistics (e.g. ScoreArray(scores)); got "
+                f"{type(statistics).__name__}."
+            )
+        self._check_groups_given(statistics.has_groups)
+        if statistics.n_samples < 1:
+            raise ValueError("scores is empty: calibration needs at least one score.")
+        noise = check_noise_source(random_state)
+        calibration = self._calibrate_from_statistics(statistics, alpha, noise)
+        self._warn_if_trivial(calibration)
+        return calibration
+
+    def _warn_if_trivial(self, calibration: Calibration) -> None:
+        if calibration.informative:
+            return
+        category = (
+            UninformativeCalibrationWarning
+            if calibration.feasible
+            else InfeasibleCalibrationWarning
+        )
+        warnings.warn(
+            f"{type(self).__name__}: "
+            f"{calibration.reason or 'the released threshold is the top of the range.'} "
+            "Prediction sets will be the whole label set / intervals the whole score "
+            "range.",
+            category,
+            stacklevel=3,
+        )
 
     def min_informative_samples(self, alpha: float) -> int:
         """Smallest calibration size ``n`` with ``coverage_certificate(n, alpha).feasible``.
@@ -384,18 +464,21 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         """Validate constructor parameters; subclasses add cross-parameter checks."""
         self._validated_params()
 
-    def _check_groups(self, groups, n_samples: int):
-        if not self.requires_groups:
-            if groups is not None:
-                raise ValueError(
-                    f"{type(self).__name__} is a central mechanism and takes no groups; "
-                    "pass groups only to federated mechanisms."
-                )
-            return None
-        if groups is None:
+    def _check_groups_given(self, given: bool) -> None:
+        if not self.requires_groups and given:
+            raise ValueError(
+                f"{type(self).__name__} is a central mechanism and takes no groups; "
+                "pass groups only to federated mechanisms."
+            )
+        if self.requires_groups and not given:
             raise ValueError(
                 f"{type(self).__name__} needs groups (one agent id per calibration row)."
             )
+
+    def _check_groups(self, groups, n_samples: int):
+        self._check_groups_given(groups is not None)
+        if not self.requires_groups:
+            return None
         groups = np.asarray(groups)
         if groups.ndim != 1 or groups.shape[0] != n_samples:
             raise ValueError(

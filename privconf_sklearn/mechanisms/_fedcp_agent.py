@@ -19,6 +19,7 @@ by :mod:`._fedcp_plan`, an agent index in range.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,9 +27,10 @@ import numpy as np
 from .._random import NoiseSource
 from ._binning import bin_counts
 from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
+from ._statistics import ScoreArray, ScoreStatistics
 from .expon_q import quantile_log_probabilities
 
-__all__ = ["AgentRelease", "agent_log_probabilities", "agent_release"]
+__all__ = ["AgentRelease", "agent_log_probabilities", "agent_release", "agent_values"]
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,24 @@ class AgentRelease:
     read_data: bool
 
 
-def _subset(scores: np.ndarray, size: int, noise: NoiseSource) -> np.ndarray:
-    """A uniformly random subset of ``size`` scores (all of them if ``size`` is the count)."""
-    if size >= scores.shape[0]:
-        return scores
-    keys = noise.uniform(scores.shape[0])
-    return scores[np.argpartition(keys, size - 1)[:size]]
+def _sample(statistics: ScoreStatistics, size: int, noise: NoiseSource) -> ScoreStatistics:
+    """A uniformly random subset of ``size`` scores (all of them if ``size`` is the count).
+
+    The subset is the ``size`` smallest of ``n_j`` uniform keys drawn from ``noise``
+    (independent of the scores).
+    """
+    if size >= statistics.n_samples:
+        return statistics
+    keys = noise.uniform(statistics.n_samples)
+    return statistics.subset(np.argpartition(keys, size - 1)[:size])
+
+
+def _edge(counts: np.ndarray, plan: FedCP2QQPlan, agent: int, noise: NoiseSource) -> int:
+    """The FedCP2-QQ agent's released edge ``b`` (1-based) from its bin counts."""
+    log_probabilities = quantile_log_probabilities(
+        counts, plan.local_levels[agent], plan.epsilon, scaling=plan.scaling
+    )
+    return noise.categorical_from_log_weights(log_probabilities) + 1
 
 
 def _log_probabilities(scores: np.ndarray, plan: FedCP2QQPlan, agent: int) -> np.ndarray:
@@ -112,9 +126,64 @@ def agent_release(
     """
     if plan.sends_top(agent):
         return AgentRelease(1.0, plan.n_bins if isinstance(plan, FedCP2QQPlan) else None, False)
-    sample = _subset(scores, plan.sample_sizes[agent], noise)
+    sample = _sample(ScoreArray._checked(scores), plan.sample_sizes[agent], noise)
     if not isinstance(plan, FedCP2QQPlan):
-        rank = plan.local_ranks[agent]
-        return AgentRelease(float(np.partition(sample, rank - 1)[rank - 1]), None, True)
-    edge = noise.categorical_from_log_weights(_log_probabilities(sample, plan, agent)) + 1
+        return AgentRelease(sample.kth_smallest(plan.local_ranks[agent]), None, True)
+    edge = _edge(sample.bin_counts(plan.n_bins), plan, agent, noise)
     return AgentRelease(edge / plan.n_bins, int(edge), True)
+
+
+def agent_values(
+    statistics: ScoreStatistics,
+    parts: Sequence[ScoreStatistics],
+    plan: FederatedPlan,
+    noise: NoiseSource,
+) -> list[float]:
+    """Every agent's released value under a feasible plan, agent after agent.
+
+    The values, and the noise drawn for them, are those of :func:`agent_release` called
+    for agent ``0, 1, ..., m - 1`` on its scores (the noise is drawn in that order: the
+    subset keys and the exponential-mechanism draw of agent 0, then those of agent 1...).
+    The exact statistics are asked of ``statistics`` in batches where that cannot
+    change the order of the draws: every FedCP-QQ order statistic at once after the
+    subsets are drawn (FedCP-QQ draws nothing else); the FedCP2-QQ bin counts of all
+    agents that use all their scores at once, before any draw (a subset agent's counts
+    are computed after its subset is drawn).
+
+    Parameters
+    ----------
+    statistics : ScoreStatistics
+        The statistics ``parts`` come from (:meth:`ScoreStatistics.agents`).
+    parts : sequence of ScoreStatistics
+        Each agent's scores, in agent order.
+    plan : FedCPQQPlan or FedCP2QQPlan
+        A feasible plan for these agents' sizes.
+    noise : NoiseSource
+        Randomness of the subsets and of the exponential mechanisms.
+
+    Returns
+    -------
+    list of float
+        Each agent's released value, in agent order.
+    """
+    agents = range(plan.n_agents)
+    reading = [j for j in agents if not plan.sends_top(j)]
+    if not isinstance(plan, FedCP2QQPlan):
+        samples = [_sample(parts[j], plan.sample_sizes[j], noise) for j in reading]
+        ranks = [plan.local_ranks[j] for j in reading]
+        found = dict(zip(reading, statistics.batch_kth_smallest(samples, ranks), strict=True))
+        return [found.get(j, 1.0) for j in agents]
+    whole = [j for j in reading if plan.sample_sizes[j] >= parts[j].n_samples]
+    counts = dict(
+        zip(whole, statistics.batch_bin_counts([parts[j] for j in whole], plan.n_bins), strict=True)
+    )
+    values = []
+    for j in agents:
+        if plan.sends_top(j):
+            values.append(1.0)
+            continue
+        if j not in counts:
+            sample = _sample(parts[j], plan.sample_sizes[j], noise)
+            counts[j] = sample.bin_counts(plan.n_bins)
+        values.append(_edge(counts[j], plan, j, noise) / plan.n_bins)
+    return values

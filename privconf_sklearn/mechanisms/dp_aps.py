@@ -25,6 +25,7 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
+from ._statistics import ScoreStatistics
 
 __all__ = [
     "DPAPS",
@@ -393,10 +394,10 @@ class DPAPS(QuantileMechanism):
         )
         return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
-    def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
-        n = scores.shape[0]
+        n = statistics.n_samples
         params = self._validated_params()
         epsilon, beta = params["epsilon"], params["beta"]
         k = split_conformal_rank(n, alpha)
@@ -415,7 +416,7 @@ class DPAPS(QuantileMechanism):
         laplace = _count_noise(n_bins, epsilon)
         offset = laplace.tail_bound(beta, n_bins)
         target = k + offset
-        counts = cumulative_counts(scores, n_bins)
+        counts = np.cumsum(statistics.bin_counts(n_bins))  # cumulative_counts
         index = int(first_crossing(laplace.randomise(counts, noise), target))
         threshold = index / n_bins
         certificate_rank = math.ceil(k + 2.0 * offset)

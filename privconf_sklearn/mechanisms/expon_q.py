@@ -40,6 +40,7 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
+from ._statistics import ScoreStatistics
 
 __all__ = [
     "AUTO_BIN_GRID",
@@ -632,10 +633,10 @@ class ExponQ(QuantileMechanism):
         )
         return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
-    def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
-        n = scores.shape[0]
+        n = statistics.n_samples
         params = self._validated_params()
         epsilon, scaling = params["epsilon"], params["scaling"]
         n_bins, gamma, level = self.resolve_parameters(n, alpha)
@@ -651,7 +652,7 @@ class ExponQ(QuantileMechanism):
                 scaling=scaling,
             )
         mechanism = quantile_exponential_mechanism(level, epsilon, scaling)
-        utilities = quantile_utilities(bin_counts(scores, n_bins), level, scaling)
+        utilities = quantile_utilities(statistics.bin_counts(n_bins), level, scaling)
         edge = mechanism.select(utilities, noise) + 1
         upper, slope = coverage_upper_bound(
             n, alpha, epsilon, n_bins, gamma, level, scaling=scaling

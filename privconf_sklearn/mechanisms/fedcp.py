@@ -16,13 +16,11 @@ computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._random import NoiseSource
 from .._validation import Interval, NoneValue, Options, check_alpha, validate_params
 from ..privacy import PrivacyGuarantee
 from ._base import Calibration, CoverageCertificate, QuantileMechanism
-from ._fedcp_agent import agent_release
+from ._fedcp_agent import agent_values
 from ._fedcp_plan import (
     MAX_AGENTS,
     MAX_BINS,
@@ -33,41 +31,9 @@ from ._fedcp_plan import (
     min_informative_size,
 )
 from ._fedcp_server import federated_privacy, release_calibration
+from ._statistics import ScoreStatistics
 
 __all__ = ["FedCP2QQ", "FedCPQQ"]
-
-
-def split_by_agent(scores: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
-    """The scores of each agent, agents ordered by their sorted group labels.
-
-    Raises
-    ------
-    ValueError
-        If ``groups`` holds NaN or infinite labels, labels that cannot be sorted, or
-        fewer than two distinct agents.
-    """
-    if groups.dtype.kind == "f" and not np.isfinite(groups).all():
-        bad = groups[~np.isfinite(groups)][:3].tolist()
-        raise ValueError(f"groups must hold finite agent ids; got {bad}.")
-    if groups.dtype.kind == "b":
-        raise ValueError("groups must hold agent ids (ints or strings), not booleans.")
-    if groups.dtype.kind == "O" and any(
-        isinstance(g, float) and not np.isfinite(g) for g in groups.tolist()
-    ):
-        raise ValueError("groups must hold finite agent ids; got NaN or infinite values.")
-    try:
-        labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    except TypeError as exc:
-        raise ValueError(
-            "groups must hold sortable agent ids of one type (e.g. all int or all str)."
-        ) from exc
-    if labels.shape[0] < 2:
-        raise ValueError(
-            "Federated calibration needs at least two agents; groups has a single "
-            f"distinct value {labels.tolist()!r}."
-        )
-    order = np.argsort(inverse, kind="stable")
-    return np.split(scores[order], np.cumsum(counts)[:-1])
 
 
 class _FederatedMechanism(QuantileMechanism):
@@ -194,17 +160,16 @@ class _FederatedMechanism(QuantileMechanism):
         self._check_params()
         return make_plan(agent_sizes, alpha, **self._plan_arguments())
 
-    def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
-        parts = split_by_agent(scores, groups)
+        parts = statistics.agents()
         if self.n_agents is not None and len(parts) != self.n_agents:
             raise ValueError(f"groups define {len(parts)} agents but n_agents = {self.n_agents}.")
-        plan = self.plan([part.shape[0] for part in parts], alpha)
+        plan = self.plan([part.n_samples for part in parts], alpha)
         if not plan.feasible:
             return release_calibration(plan, [])
-        values = [agent_release(part, plan, j, noise).value for j, part in enumerate(parts)]
-        return release_calibration(plan, values)
+        return release_calibration(plan, agent_values(statistics, parts, plan, noise))
 
 
 class FedCPQQ(_FederatedMechanism):

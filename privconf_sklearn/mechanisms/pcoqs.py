@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -33,9 +32,16 @@ from ._base import (
     QuantileMechanism,
     infeasible_calibration,
 )
-from ._binning import bin_counts
+from ._statistics import RankCounter, ScoreStatistics, _RankCounter
 
-__all__ = ["PCOQS", "SearchPlan", "noisy_binary_search", "query_count", "search_plan"]
+__all__ = [
+    "PCOQS",
+    "SearchPlan",
+    "noisy_binary_search",
+    "query_count",
+    "search_plan",
+    "search_with_counter",
+]
 
 #: Delta of the (epsilon, delta) conversion reported when only ``rho`` is stated.
 DEFAULT_REPORT_DELTA = 1e-5
@@ -162,118 +168,6 @@ def search_plan(
     )
 
 
-#: Below this many remaining scores the counter switches to a sorted Python list and
-#: :func:`bisect.bisect_right`, cheaper than numpy calls on tiny arrays.
-_SMALL_ACTIVE_SET = 64
-
-#: On the public range [0, 1] with at least this many scores, the first queries are
-#: answered from one histogram of the scores on the dyadic grid ``k / 2**_DYADIC_DEPTH``.
-_HISTOGRAM_MIN_SCORES = 2**17
-_DYADIC_DEPTH = 16
-
-#: Scores per block when the counter selects the scores of an interval.
-_BLOCK = 2**16
-
-
-def _select(scores: np.ndarray, left: float, right: float) -> tuple[int, np.ndarray]:
-    """``#{s <= left}`` and a copy of the scores in ``(left, right]``, block by block."""
-    below = 0
-    parts = []
-    at_most_left = np.empty(min(_BLOCK, scores.shape[0]), dtype=bool)
-    inside = np.empty_like(at_most_left)
-    for start in range(0, scores.shape[0], _BLOCK):
-        block = scores[start : start + _BLOCK]
-        low, keep = at_most_left[: block.shape[0]], inside[: block.shape[0]]
-        np.less_equal(block, left, out=low)
-        below += int(np.count_nonzero(low))
-        np.less_equal(block, right, out=keep)
-        keep &= ~low
-        parts.append(block[keep])
-    return below, np.concatenate(parts) if parts else scores[:0].copy()
-
-
-class _RankCounter:
-    """Exact counts ``#{s <= t}`` for a bisection, on a shrinking subset of the scores.
-
-    Only scores inside the current interval ``(left, right]`` are kept; those at or
-    below ``left`` are a stored count. Each query scans the remaining scores once, and
-    the subset halves with the interval (for scores without heavy ties), so the whole
-    search reads about ``2n`` values instead of ``N n``.
-
-    On the public range [0, 1] with many scores, the midpoints of the first
-    ``_DYADIC_DEPTH`` halvings are the dyadic points ``k / 2**16`` (exact in floating
-    point), so one pass binning the scores on that grid
-    (:func:`~privconf_sklearn.mechanisms.expon_q.bin_counts`, exact for a power-of-two
-    grid) answers those queries, and one more pass keeps the scores of the interval
-    the search has reached. The counts, hence the search, are the same either way.
-    """
-
-    def __init__(self, scores: np.ndarray, lower: float, upper: float):
-        self._scores = scores
-        self._left, self._right = lower, upper
-        self._point = lower
-        self._sorted: list[float] | None = None
-        self._at_most: np.ndarray | None = None
-        self._split = 0
-        self._cumulative: np.ndarray | None = None
-        if lower == 0.0 and upper == 1.0 and scores.shape[0] >= _HISTOGRAM_MIN_SCORES:
-            self._cumulative = np.cumsum(bin_counts(scores, 2**_DYADIC_DEPTH))
-            self.below = 0
-            self._array = scores[:0]
-            return
-        self.below, self._array = _select(scores, lower, upper)
-        self._switch_if_small()
-
-    def _switch_if_small(self) -> None:
-        if self._sorted is None and self._array.shape[0] <= _SMALL_ACTIVE_SET:
-            self._sorted = sorted(self._array.tolist())
-
-    def _from_histogram(self, point: float) -> int | None:
-        """``#{s <= point}`` from the dyadic histogram, or None once off its grid."""
-        if self._cumulative is None:
-            return None
-        position = math.ldexp(point, _DYADIC_DEPTH)  # exact: a power-of-two scaling
-        if position == math.floor(position) and 1 <= position < 2**_DYADIC_DEPTH:
-            return int(self._cumulative[int(position) - 1])
-        # Past the grid: keep the scores of the current interval and count from them.
-        self._cumulative = None
-        self.below, self._array = _select(self._scores, self._left, self._right)
-        self._switch_if_small()
-        return None
-
-    def count_at_most(self, point: float) -> int:
-        """``#{i : s_i <= point}`` for ``point`` in the current interval."""
-        self._point = point
-        count = self._from_histogram(point)
-        if count is not None:
-            return count
-        if self._sorted is not None:
-            self._split = bisect_right(self._sorted, point)
-            return self.below + self._split
-        self._at_most = self._array <= point
-        return self.below + int(np.count_nonzero(self._at_most))
-
-    def narrow(self, keep_lower_half: bool, count: int) -> None:
-        """Drop the half of the interval the search left (``count`` from the last query)."""
-        if keep_lower_half:
-            self._right = self._point
-        else:
-            self._left = self._point
-            self.below = count
-        if self._cumulative is not None:
-            return
-        if self._sorted is not None:
-            if keep_lower_half:
-                self._sorted = self._sorted[: self._split]
-            else:
-                self._sorted = self._sorted[self._split :]
-            return
-        at_most = self._at_most
-        assert at_most is not None  # set by the query this narrowing follows
-        self._array = self._array[at_most if keep_lower_half else ~at_most]
-        self._switch_if_small()
-
-
 def noisy_binary_search(
     scores: np.ndarray, target: float, lower: float, upper: float, noise_values: np.ndarray
 ) -> tuple[float, bool]:
@@ -307,7 +201,20 @@ def noisy_binary_search(
     certified : bool
         Whether some query reached the target (else the threshold is 1).
     """
-    counter = _RankCounter(scores, lower, upper)
+    return search_with_counter(
+        _RankCounter(scores, lower, upper), target, lower, upper, noise_values
+    )
+
+
+def search_with_counter(
+    counter: RankCounter, target: float, lower: float, upper: float, noise_values: np.ndarray
+) -> tuple[float, bool]:
+    """:func:`noisy_binary_search` with the exact counts asked of ``counter``.
+
+    The counts are the only thing the search reads from the scores, so any exact
+    :class:`~privconf_sklearn.mechanisms.RankCounter` (in memory, or over a cluster)
+    gives the same release for the same noise.
+    """
     left, right = lower, upper
     certified = False
     for noise_value in noise_values.tolist():
@@ -554,11 +461,11 @@ class PCOQS(QuantileMechanism):
         return CoverageCertificate(*self._lower_bound(plan, n_samples, alpha, rank))
 
     # ---------------------------------------------------------- calibration
-    def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         plan = self.resolve_plan()
-        n = scores.shape[0]
+        n = statistics.n_samples
         rank = split_conformal_rank(n, alpha)
         details = {
             "n_queries": plan.n_queries,
@@ -577,8 +484,12 @@ class PCOQS(QuantileMechanism):
         if reason is not None:
             return infeasible_calibration(type(self).__name__, n, alpha, reason, **details)
         target = self._target(plan, rank)
-        threshold, certified = noisy_binary_search(
-            scores, target, plan.lower, plan.upper, plan.composer.noise(noise)
+        threshold, certified = search_with_counter(
+            statistics.rank_counter(plan.lower, plan.upper),
+            target,
+            plan.lower,
+            plan.upper,
+            plan.composer.noise(noise),
         )
         lower_bound, confidence = self._lower_bound(plan, n, alpha, rank)
         details.update(
@@ -586,15 +497,10 @@ class PCOQS(QuantileMechanism):
             certified=certified,
             approximate_upper_bound=min(1.0, math.ceil(target + plan.tau) / (n + 1)),
         )
-        full_range = plan.lower == 0.0 and plan.upper == 1.0
-        owner_diagnostics = (
-            {}
-            if full_range
-            else {
-                "n_clipped_below": int(np.count_nonzero(scores < plan.lower)),
-                "n_clipped_above": int(np.count_nonzero(scores > plan.upper)),
-            }
-        )
+        owner_diagnostics = {}
+        if not (plan.lower == 0.0 and plan.upper == 1.0):
+            n_below, n_above = statistics.count_outside(plan.lower, plan.upper)
+            owner_diagnostics = {"n_clipped_below": n_below, "n_clipped_above": n_above}
         return Calibration(
             mechanism=type(self).__name__,
             threshold=threshold,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._random import NoiseSource
 from .._validation import check_alpha, split_conformal_rank
 from ..privacy import PrivacyGuarantee
@@ -13,6 +11,7 @@ from ._base import (
     QuantileMechanism,
     infeasible_calibration,
 )
+from ._statistics import ScoreStatistics
 
 __all__ = ["SplitConformal"]
 
@@ -61,16 +60,16 @@ class SplitConformal(QuantileMechanism):
         """Smallest ``n`` with ``ceil((n + 1)(1 - alpha)) <= n`` (closed form)."""
         return conformal_rank_min_n(check_alpha(alpha))
 
-    def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups, noise: NoiseSource
+    def _calibrate_from_statistics(
+        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
-        n = scores.shape[0]
+        n = statistics.n_samples
         k = split_conformal_rank(n, alpha)
         if k > n:
             return infeasible_calibration(
                 type(self).__name__, n, alpha, _unreachable(k, n, alpha), rank=k
             )
-        threshold = float(np.partition(scores, k - 1)[k - 1])
+        threshold = statistics.kth_smallest(k)
         reason = (
             ""
             if threshold < 1.0

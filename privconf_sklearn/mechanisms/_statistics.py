@@ -36,7 +36,15 @@ import numpy as np
 from .._validation import check_unit_scores
 from ._binning import bin_counts
 
-__all__ = ["RankCounter", "ScoreArray", "ScoreStatistics", "agent_labels"]
+__all__ = [
+    "RankCounter",
+    "ScoreArray",
+    "ScoreStatistics",
+    "agent_labels",
+    "check_agent_count",
+    "check_agent_ids",
+    "distinct_agent_ids",
+]
 
 
 class RankCounter(metaclass=ABCMeta):
@@ -151,6 +159,50 @@ class ScoreStatistics(metaclass=ABCMeta):
 
 
 # ------------------------------------------------------------------ agents
+def check_agent_ids(groups: np.ndarray) -> None:
+    """Refuse NaN or infinite agent ids and booleans (any block of the rows).
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` holds NaN or infinite labels, or booleans.
+    """
+    if groups.dtype.kind == "f" and not np.isfinite(groups).all():
+        bad = groups[~np.isfinite(groups)][:3].tolist()
+        raise ValueError(f"groups must hold finite agent ids; got {bad}.")
+    if groups.dtype.kind == "b":
+        raise ValueError("groups must hold agent ids (ints or strings), not booleans.")
+    if groups.dtype.kind == "O" and any(
+        isinstance(g, float) and not np.isfinite(g) for g in groups.tolist()
+    ):
+        raise ValueError("groups must hold finite agent ids; got NaN or infinite values.")
+
+
+def distinct_agent_ids(groups: np.ndarray, **unique_options):
+    """:func:`numpy.unique` of agent ids, refusing ids that cannot be sorted.
+
+    Raises
+    ------
+    ValueError
+        If the ids cannot be sorted (e.g. ints mixed with strings).
+    """
+    try:
+        return np.unique(groups, **unique_options)
+    except TypeError as exc:
+        raise ValueError(
+            "groups must hold sortable agent ids of one type (e.g. all int or all str)."
+        ) from exc
+
+
+def check_agent_count(labels: np.ndarray) -> None:
+    """Refuse fewer than two distinct agents."""
+    if labels.shape[0] < 2:
+        raise ValueError(
+            "Federated calibration needs at least two agents; groups has a single "
+            f"distinct value {labels.tolist()!r}."
+        )
+
+
 def agent_labels(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sorted distinct agent ids of ``groups``, each row's agent and each agent's size.
 
@@ -165,26 +217,9 @@ def agent_labels(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         If ``groups`` holds NaN or infinite labels, booleans, labels that cannot be
         sorted, or fewer than two distinct agents.
     """
-    if groups.dtype.kind == "f" and not np.isfinite(groups).all():
-        bad = groups[~np.isfinite(groups)][:3].tolist()
-        raise ValueError(f"groups must hold finite agent ids; got {bad}.")
-    if groups.dtype.kind == "b":
-        raise ValueError("groups must hold agent ids (ints or strings), not booleans.")
-    if groups.dtype.kind == "O" and any(
-        isinstance(g, float) and not np.isfinite(g) for g in groups.tolist()
-    ):
-        raise ValueError("groups must hold finite agent ids; got NaN or infinite values.")
-    try:
-        labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    except TypeError as exc:
-        raise ValueError(
-            "groups must hold sortable agent ids of one type (e.g. all int or all str)."
-        ) from exc
-    if labels.shape[0] < 2:
-        raise ValueError(
-            "Federated calibration needs at least two agents; groups has a single "
-            f"distinct value {labels.tolist()!r}."
-        )
+    check_agent_ids(groups)
+    labels, inverse, counts = distinct_agent_ids(groups, return_inverse=True, return_counts=True)
+    check_agent_count(labels)
     return labels, inverse.reshape(-1), counts
 
 

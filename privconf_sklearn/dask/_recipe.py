@@ -1,31 +1,10 @@
-"""Scale-out recipe: prediction sets over a dask array larger than memory.
+"""Prediction over the row blocks of a dask array, and a local cluster on the loopback.
 
-Calibration needs only the calibration scores (thousands of rows); prediction is
-embarrassingly parallel over rows. Fit and calibrate as usual, then map
-``predict_set`` over the row blocks of a dask array. Memory stays bounded by a few
-blocks per worker thread, whatever the number of rows. Needs the optional ``[dask]``
-extra (``pip install "privconf_sklearn[dask]"``).
-
-Recipe (10^8 rows on a local cluster that listens on 127.0.0.1 only, no dashboard)::
-
-    import dask
-    import dask.array as da
-    from privconf_sklearn.dask import local_cluster, predict_set_blocks
-
-    pcc = PrivateConformalClassifier(model, mechanism=ExponQ(epsilon=1.0))
-    pcc.fit_calibrate(X_cal, y_cal)                         # small, in memory
-    X = da.random.default_rng(0).normal(size=(10**8, 8), chunks=(10**6, 8))
-    with local_cluster(n_workers=2, memory_limit="2GiB"):
-        sets = predict_set_blocks(pcc, X)                   # lazy (10^8, n_classes) bools
-        size = sets.sum(axis=1)
-        mean_size, singletons = dask.compute(size.mean(), (size == 1).mean())
-        # or sets.to_zarr(...) to keep every set, block by block
-
-Each task receives one block of rows and returns its sets; blocks never meet, so the
-result is identical to ``estimator.predict_set`` on the whole array (tested), and the
-released threshold (``estimator.threshold_``) is what every block uses: prediction
-reads no calibration data and spends no privacy. ``benchmarks/bench_dask.py`` runs
-the recipe on 10^8 rows and records time and peak memory.
+Prediction is embarrassingly parallel over rows: :func:`predict_set_blocks` maps
+``predict_set`` over the row blocks of a dask array. Each task receives one block of
+rows and returns its sets; blocks never meet, so the result is identical to
+``estimator.predict_set`` on the whole array, and the released threshold is what every
+block uses: prediction reads no calibration data and spends no privacy.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""Calibration on a dask cluster: ``fit_calibrate`` from block-wise exact statistics."""
+
+from __future__ import annotations
+
+from .._base import BasePrivateConformal, _check_y_given
+from ._inputs import partition_inputs
+from ._statistics import BlockScorer, DaskScoreStatistics, raw_score_range
+
+__all__ = ["fit_calibrate"]
+
+
+def _refuse_unsupported(estimator: BasePrivateConformal, plan) -> None:
+    """Refuse what the block-wise path cannot release exactly (nothing read or spent yet)."""
+    mechanism, score = plan.mechanism, plan.score
+    if plan.params["mondrian"] is not None:
+        raise ValueError(
+            f"privconf_sklearn.dask.fit_calibrate does not support Mondrian calibration "
+            f"(mondrian={plan.params['mondrian']!r}); use estimator.fit_calibrate in memory."
+        )
+    if mechanism.requires_groups:
+        raise ValueError(
+            f"privconf_sklearn.dask.fit_calibrate does not support the federated mechanism "
+            f"{type(mechanism).__name__}: it releases from per-agent statistics the dask "
+            "path does not compute. Use ExponQ, DPAPS, PCOQS or SplitConformal, or "
+            "calibrate in memory."
+        )
+    if getattr(score, "randomized", False) is True:
+        raise ValueError(
+            f"privconf_sklearn.dask.fit_calibrate does not support the randomised "
+            f"{type(score).__name__} score (randomized=True): its scores draw one uniform per "
+            "row from random_state in row order, which partitions cannot reproduce. Use a "
+            "non-randomised score (e.g. 'aps', 'lac', 'raps')."
+        )
+
+
+def fit_calibrate(estimator, X, y, groups=None):
+    """Calibrate a private conformal estimator on dask data, exactly as in memory.
+
+    The scores of the calibration rows are computed partition by partition on the dask
+    workers (the active ``distributed`` client, or dask's default scheduler); only the
+    exact statistics the mechanism releases from reach this process: bin counts on the
+    public grid (ExponQ, DP-APS), counts ``#{s <= t}`` of the noisy binary search
+    (P-COQS), one order statistic (SplitConformal). The mechanism then releases with
+    :meth:`~privconf_sklearn.mechanisms.QuantileMechanism.calibrate_from_statistics`,
+    the code :meth:`~privconf_sklearn.PrivateConformalClassifier.fit_calibrate` runs on
+    scores in memory: for the same data and ``random_state``, the threshold, the
+    :class:`~privconf_sklearn.mechanisms.Calibration` and the budget spent are the
+    same.
+
+    Parameters
+    ----------
+    estimator : PrivateConformalClassifier or PrivateConformalRegressor
+        With a fitted model (``prefit=True``); calibrated in place.
+    X : dask.array.Array or dask.dataframe.DataFrame of shape (n_samples, n_features)
+        Calibration features. Any row chunking; column chunks are merged.
+    y : dask array, dask Series or DataFrame, or array-like of shape (n_samples,)
+        Calibration targets, cut into ``X``'s row partitions.
+    groups : None
+        Agent ids are for federated mechanisms, which this path does not support; any
+        value other than None raises the in-memory error for a central mechanism.
+
+    Returns
+    -------
+    estimator : PrivateConformalClassifier or PrivateConformalRegressor
+        The calibrated estimator.
+
+    Raises
+    ------
+    TypeError
+        If ``estimator`` is not a private conformal estimator or ``X`` is not dask data
+        (and the in-memory errors for bad parameters).
+    ValueError
+        For Mondrian calibration, federated mechanisms and randomised scores (before any
+        data is read or budget spent), and for the in-memory errors on bad data (NaN or
+        unknown targets, mismatched lengths, an empty calibration set).
+
+    Notes
+    -----
+    Parameters, mechanism and budget are checked first; every row is validated (one
+    pass that also counts the clipped scores) before the mechanism asks anything;
+    attributes are set and the budget spent only once the release is complete, so an
+    error leaves the estimator as it was. Each statistic recomputes the scores from
+    ``X`` (nothing is persisted): ExponQ and DP-APS read the data twice, P-COQS and
+    SplitConformal a few times more.
+    """
+    if not isinstance(estimator, BasePrivateConformal):
+        raise TypeError(
+            "estimator must be a PrivateConformalClassifier or PrivateConformalRegressor; "
+            f"got {type(estimator).__name__}."
+        )
+    plan = estimator._plan()
+    _check_y_given(y)
+    model = estimator._check_prefit_estimator()
+    _refuse_unsupported(estimator, plan)
+    plan.mechanism._check_groups_given(groups is not None)
+    partitions = partition_inputs(X, y)
+    if partitions.n_samples == 0:
+        raise ValueError("The calibration set is empty: calibration needs at least one row.")
+    score = plan.score
+    score.check_estimator(model)
+
+    def data_range() -> tuple[float, float]:
+        statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, 0.0, 1.0), partitions)
+        found = [r for r in statistics.map_partitions(raw_score_range) if r is not None]
+        return min(r[0] for r in found), max(r[1] for r in found)
+
+    low, high, public = estimator._public_range(score, data_range)
+    statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, low, high), partitions)
+    n_below, n_above = statistics.clip_counts()
+    record = estimator._range_record(low, high, public, n_below, n_above, partitions.n_samples)
+    calibration = plan.mechanism.calibrate_from_statistics(
+        statistics, plan.params["alpha"], random_state=estimator.random_state
+    )
+    return estimator._complete_release(
+        plan, model, calibration, (low, high), record, statistics.largest_covered
+    )
+

@@ -1,0 +1,309 @@
+"""Exact score statistics computed partition by partition on a dask cluster.
+
+:class:`DaskScoreStatistics` answers the questions of
+:class:`~privconf_sklearn.mechanisms.ScoreStatistics` from calibration scores that are
+never gathered in one place: each answer is one (or a few) passes in which every
+partition of the rows computes its scores on a worker and returns a small summary
+(bin counts, a few counts, a histogram of integer keys), and the client adds the
+summaries up. Counts add up exactly, so each answer is the one the in-memory
+:class:`~privconf_sklearn.mechanisms.ScoreArray` gives, and
+``calibrate_from_statistics`` makes the very release ``calibrate`` makes.
+
+Scores are recomputed from the features in every pass (a model's outputs on one
+partition at a time), so memory stays bounded by a few partitions per worker; the
+number of passes is what a mechanism asks: one for ExponQ and DP-APS, a few for split
+conformal and P-COQS (see :meth:`DaskScoreStatistics.kth_smallest` and
+:class:`_DaskRankCounter`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._base import to_unit_range
+from .._validation import check_unit_scores
+from ..mechanisms import RankCounter, ScoreArray, ScoreStatistics
+from ..mechanisms._binning import bin_counts
+from ._inputs import Partitions
+
+__all__ = ["BlockScorer", "DaskScoreStatistics", "raw_score_range"]
+
+#: At most this many scores are gathered on the client (8 MiB of float64); larger
+#: order-statistic and rank questions are narrowed by histograms first.
+FETCH_LIMIT = 2**20
+
+#: Buckets per histogram pass of :meth:`DaskScoreStatistics.kth_smallest` (as a power of two).
+KEY_BITS = 16
+
+#: The dyadic grid of the rank counter's first pass (as in the in-memory counter).
+DYADIC_DEPTH = 16
+HISTOGRAM_MIN_SCORES = 2**17
+
+
+@dataclass(frozen=True)
+class BlockScorer:
+    """Calibration scores of one partition of rows, exactly as the in-memory fit computes them.
+
+    Parameters
+    ----------
+    wrapper : BasePrivateConformal
+        The private conformal estimator (its target encoding and clipping hooks).
+    score : BaseConformityScore
+        The resolved conformity score (not randomised).
+    model : estimator
+        The fitted model.
+    low, high : float
+        The score range mapped to [0, 1].
+    """
+
+    wrapper: Any
+    score: Any
+    model: Any
+    low: float
+    high: float
+
+    def clipped_and_unit(self, X, y) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """The clipped scores, their images in [0, 1], and the numbers clipped below/above.
+
+        Raises the in-memory fit's errors for bad targets or scores.
+        """
+        encoded = self.wrapper._encode_targets(y, self.model)
+        outputs = self.score.estimator_outputs(self.model, X)
+        raw = np.asarray(self.score.conformity_scores(outputs, encoded), dtype=np.float64)
+        clipped, below, above = self.wrapper._clip_to_range(self.score, raw, self.low, self.high)
+        unit = to_unit_range(clipped, self.low, self.high)
+        if unit.shape[0]:
+            unit = check_unit_scores(unit)
+        n_below = 0 if below is None else int(np.count_nonzero(below))
+        n_above = 0 if above is None else int(np.count_nonzero(above))
+        return clipped, unit, n_below, n_above
+
+    def unit(self, X, y) -> np.ndarray:
+        """The scores' images in [0, 1]."""
+        return self.clipped_and_unit(X, y)[1]
+
+
+# ------------------------------------------------------- per-partition summaries
+def raw_score_range(scorer: BlockScorer, X, y) -> tuple[float, float] | None:
+    encoded = scorer.wrapper._encode_targets(y, scorer.model)
+    raw = scorer.score.conformity_scores(scorer.score.estimator_outputs(scorer.model, X), encoded)
+    raw = np.asarray(raw, dtype=np.float64)
+    return (float(raw.min()), float(raw.max())) if raw.shape[0] else None
+
+
+def _clip_counts(scorer: BlockScorer, X, y) -> tuple[int, int]:
+    _, _, n_below, n_above = scorer.clipped_and_unit(X, y)
+    return n_below, n_above
+
+
+def _bin_counts(scorer: BlockScorer, X, y, n_bins: int) -> np.ndarray:
+    unit = scorer.unit(X, y)
+    if unit.shape[0] == 0:
+        return np.zeros(n_bins, dtype=np.int64)
+    return bin_counts(unit, n_bins)
+
+
+def _keys(unit: np.ndarray) -> np.ndarray:
+    """Integer keys ordered like scores in [0, 1] (``-0.0`` becomes ``0.0``)."""
+    return (unit + 0.0).view(np.int64)
+
+
+def _key_histogram(scorer: BlockScorer, X, y, lo: int, hi: int, shift: int) -> np.ndarray:
+    """Counts of the keys in ``[lo, hi)`` in buckets of ``2**shift`` keys from ``lo``."""
+    keys = _keys(scorer.unit(X, y))
+    inside = keys[(keys >= lo) & (keys < hi)]
+    return np.bincount((inside - lo) >> shift, minlength=((hi - lo - 1) >> shift) + 1)
+
+
+def _keys_between(scorer: BlockScorer, X, y, lo: int, hi: int) -> np.ndarray:
+    keys = _keys(scorer.unit(X, y))
+    return keys[(keys >= lo) & (keys < hi)]
+
+
+def _count_at_most(scorer: BlockScorer, X, y, points: tuple[float, ...]) -> list[int]:
+    unit = scorer.unit(X, y)
+    return [int(np.count_nonzero(unit <= p)) for p in points]
+
+
+def _dyadic_histogram(scorer: BlockScorer, X, y, lower: float, upper: float):
+    unit = scorer.unit(X, y)
+    histogram = bin_counts(unit, 2**DYADIC_DEPTH) if unit.shape[0] else None
+    return histogram, int(np.count_nonzero(unit <= lower)), int(np.count_nonzero(unit <= upper))
+
+
+def _scores_between(scorer: BlockScorer, X, y, left: float, right: float) -> np.ndarray:
+    unit = scorer.unit(X, y)
+    return unit[(unit > left) & (unit <= right)]
+
+
+def _count_outside(scorer: BlockScorer, X, y, lower: float, upper: float) -> tuple[int, int]:
+    unit = scorer.unit(X, y)
+    return int(np.count_nonzero(unit < lower)), int(np.count_nonzero(unit > upper))
+
+
+def _largest_covered(scorer: BlockScorer, X, y, t: float) -> float | None:
+    clipped, unit, _, _ = scorer.clipped_and_unit(X, y)
+    covered = unit <= t
+    return float(clipped[covered].max()) if covered.any() else None
+
+
+# ---------------------------------------------------------------- statistics
+class DaskScoreStatistics(ScoreStatistics):
+    """:class:`~privconf_sklearn.mechanisms.ScoreStatistics` of scores computed on dask workers.
+
+    Parameters
+    ----------
+    scorer : BlockScorer
+        Computes one partition's scores.
+    partitions : Partitions
+        The calibration rows, one lazy ``(X, y)`` piece per partition.
+
+    Notes
+    -----
+    Every method runs one or more passes over the partitions with
+    :func:`dask.compute` (the active ``distributed`` client, if any) and combines the
+    per-partition summaries on the client. Only counts, histograms, and at most
+    ``FETCH_LIMIT`` scores reach the client.
+    """
+
+    def __init__(self, scorer: BlockScorer, partitions: Partitions):
+        self._scorer = scorer
+        self._partitions = partitions
+        self.n_passes = 0
+
+    @property
+    def n_samples(self) -> int:
+        """Number of calibration rows."""
+        return self._partitions.n_samples
+
+    def map_partitions(self, summary: Callable[..., Any], *args) -> list:
+        """``summary(scorer, X_i, y_i, *args)`` for every partition ``i``, computed by dask."""
+        import dask
+        from dask import delayed
+
+        self.n_passes += 1
+        parts = self._partitions
+        tasks = [
+            delayed(summary)(self._scorer, X, y, *args)
+            for X, y in zip(parts.features, parts.targets, strict=True)
+        ]
+        return list(dask.compute(*tasks))
+
+    def clip_counts(self) -> tuple[int, int]:
+        """Numbers of raw scores below and above the range (validates every row)."""
+        counts = self.map_partitions(_clip_counts)
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def bin_counts(self, n_bins: int) -> np.ndarray:
+        """Sum of the partitions' :func:`bin_counts` (one pass)."""
+        return np.sum(self.map_partitions(_bin_counts, n_bins), axis=0, dtype=np.int64)
+
+    def kth_smallest(self, k: int) -> float:
+        """The ``k``-th smallest score, bit for bit.
+
+        Scores in [0, 1] are ordered like the integers of their float64 bit patterns.
+        While more than ``FETCH_LIMIT`` scores remain in the key range that holds the
+        answer, one pass counts the keys in ``2**KEY_BITS`` equal buckets of that range
+        and keeps the bucket of the ``k``-th; then one pass gathers the range's scores.
+        A range of ``2**63`` keys is down to one key after four histogram passes.
+        """
+        lo, hi = 0, int(_keys(np.array([1.0]))[0]) + 1
+        below, inside = 0, self.n_samples
+        while inside > FETCH_LIMIT and hi - lo > 1:
+            shift = max(0, (hi - lo - 1).bit_length() - KEY_BITS)
+            histogram = np.sum(
+                self.map_partitions(_key_histogram, lo, hi, shift), axis=0, dtype=np.int64
+            )
+            cumulative = np.cumsum(histogram)
+            bucket = int(np.searchsorted(cumulative, k - below))
+            below += int(cumulative[bucket - 1]) if bucket else 0
+            inside = int(histogram[bucket])
+            lo, hi = lo + (bucket << shift), min(hi, lo + ((bucket + 1) << shift))
+        if hi - lo == 1:
+            return float(np.array([lo], dtype=np.int64).view(np.float64)[0])
+        keys = np.concatenate(self.map_partitions(_keys_between, lo, hi))
+        return float(np.partition(keys, k - below - 1)[k - below - 1 : k - below].view(np.float64)[0])
+
+    def rank_counter(self, lower: float, upper: float) -> RankCounter:
+        """A counter that narrows by passes until its interval's scores fit on the client."""
+        return _DaskRankCounter(self, lower, upper)
+
+    def count_outside(self, lower: float, upper: float) -> tuple[int, int]:
+        """``(#{s < lower}, #{s > upper})`` (one pass)."""
+        counts = self.map_partitions(_count_outside, lower, upper)
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def largest_covered(self, t: float) -> float | None:
+        """The largest clipped score whose image is at most ``t``, or None (one pass)."""
+        found = [v for v in self.map_partitions(_largest_covered, t) if v is not None]
+        return max(found) if found else None
+
+    def subset(self, positions: np.ndarray) -> ScoreStatistics:
+        """Not available: only federated plans ask for subsets, and they are refused."""
+        raise NotImplementedError(
+            "privconf_sklearn.dask computes no per-agent statistics (federated mechanisms)."
+        )
+
+
+class _DaskRankCounter(RankCounter):
+    """Exact ``#{s <= t}`` for a bisection, over passes on the cluster.
+
+    The first pass counts the scores at most ``lower`` and ``upper`` and, on the
+    public range [0, 1] with many scores, bins them on the dyadic grid
+    ``k / 2**DYADIC_DEPTH`` (answering the bisection's first midpoints, as the
+    in-memory counter does). As soon as the current interval ``(left, right]`` holds at
+    most ``FETCH_LIMIT`` scores, one pass gathers them and the in-memory counter of
+    :class:`~privconf_sklearn.mechanisms.ScoreArray` answers the rest; until then each
+    query is one counting pass.
+    """
+
+    def __init__(self, statistics: DaskScoreStatistics, lower: float, upper: float):
+        self._statistics = statistics
+        self._left, self._right, self._point = lower, upper, lower
+        self._local: RankCounter | None = None
+        self._offset = 0
+        self._cumulative: np.ndarray | None = None
+        dyadic = lower == 0.0 and upper == 1.0 and statistics.n_samples >= HISTOGRAM_MIN_SCORES
+        if dyadic:
+            parts = statistics.map_partitions(_dyadic_histogram, lower, upper)
+            histograms = [h for h, _, _ in parts if h is not None]
+            self._cumulative = np.cumsum(np.sum(histograms, axis=0, dtype=np.int64))
+        else:
+            parts = statistics.map_partitions(_count_at_most, (lower, upper))
+        self._at_most_left = sum(int(p[-2]) for p in parts)
+        self._at_most_right = sum(int(p[-1]) for p in parts)
+
+    def _gather_if_small(self) -> None:
+        if self._local is None and self._at_most_right - self._at_most_left <= FETCH_LIMIT:
+            parts = self._statistics.map_partitions(_scores_between, self._left, self._right)
+            scores = np.concatenate(parts)
+            self._local = ScoreArray._checked(scores).rank_counter(self._left, self._right)
+            self._offset = self._at_most_left  # the local counts start above ``left``
+            self._cumulative = None
+
+    def count_at_most(self, point: float) -> int:
+        """``#{i : s_i <= point}`` for ``point`` in the current interval."""
+        self._point = point
+        if self._cumulative is not None:
+            position = math.ldexp(point, DYADIC_DEPTH)  # exact: a power-of-two scaling
+            if position == math.floor(position) and 1 <= position < 2**DYADIC_DEPTH:
+                return int(self._cumulative[int(position) - 1])
+            self._cumulative = None
+        self._gather_if_small()
+        if self._local is not None:
+            return self._offset + self._local.count_at_most(point)
+        return int(sum(c[0] for c in self._statistics.map_partitions(_count_at_most, (point,))))
+
+    def narrow(self, keep_lower_half: bool, count: int) -> None:
+        """Keep the lower (or upper) half at the last point asked."""
+        if keep_lower_half:
+            self._right, self._at_most_right = self._point, count
+        else:
+            self._left, self._at_most_left = self._point, count
+        if self._local is not None:
+            self._local.narrow(keep_lower_half, count - self._offset)

@@ -478,7 +478,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         privacy = mondrian_privacy(
             mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
         )
-        calibration = MondrianCalibration(
+        grouped = MondrianCalibration(
             mechanism=type(mechanism).__name__,
             alpha=alpha,
             n_samples=n,
@@ -497,9 +497,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         )
         fitted["mondrian_"] = mondrian
 
-        return self._set_fitted(
-            plan, estimator, calibration, final, (low, high), bounds_record, fitted
-        )
+        return self._set_fitted(plan, estimator, grouped, final, (low, high), bounds_record, fitted)
 
     def _complete_release(
         self,

@@ -114,4 +114,3 @@ def fit_calibrate(estimator, X, y, groups=None):
     return estimator._complete_release(
         plan, model, calibration, (low, high), record, statistics.largest_covered
     )
-

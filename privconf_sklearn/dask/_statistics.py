@@ -152,6 +152,14 @@ def _largest_covered(scorer: BlockScorer, X, y, t: float) -> float | None:
     return float(clipped[covered].max()) if covered.any() else None
 
 
+def _total(counts: list[np.ndarray]) -> np.ndarray:
+    """Element-wise sum of the partitions' count arrays (int64, exact)."""
+    total = np.zeros(counts[0].shape[0], dtype=np.int64)
+    for part in counts:
+        total += part
+    return total
+
+
 # ---------------------------------------------------------------- statistics
 class DaskScoreStatistics(ScoreStatistics):
     """:class:`~privconf_sklearn.mechanisms.ScoreStatistics` of scores computed on dask workers.
@@ -201,7 +209,7 @@ class DaskScoreStatistics(ScoreStatistics):
 
     def bin_counts(self, n_bins: int) -> np.ndarray:
         """Sum of the partitions' :func:`bin_counts` (one pass)."""
-        return np.sum(self.map_partitions(_bin_counts, n_bins), axis=0, dtype=np.int64)
+        return _total(self.map_partitions(_bin_counts, n_bins))
 
     def kth_smallest(self, k: int) -> float:
         """The ``k``-th smallest score, bit for bit.
@@ -216,9 +224,7 @@ class DaskScoreStatistics(ScoreStatistics):
         below, inside = 0, self.n_samples
         while inside > FETCH_LIMIT and hi - lo > 1:
             shift = max(0, (hi - lo - 1).bit_length() - KEY_BITS)
-            histogram = np.sum(
-                self.map_partitions(_key_histogram, lo, hi, shift), axis=0, dtype=np.int64
-            )
+            histogram = _total(self.map_partitions(_key_histogram, lo, hi, shift))
             cumulative = np.cumsum(histogram)
             bucket = int(np.searchsorted(cumulative, k - below))
             below += int(cumulative[bucket - 1]) if bucket else 0
@@ -227,7 +233,8 @@ class DaskScoreStatistics(ScoreStatistics):
         if hi - lo == 1:
             return float(np.array([lo], dtype=np.int64).view(np.float64)[0])
         keys = np.concatenate(self.map_partitions(_keys_between, lo, hi))
-        return float(np.partition(keys, k - below - 1)[k - below - 1 : k - below].view(np.float64)[0])
+        rank = k - below - 1
+        return float(np.partition(keys, rank)[rank : rank + 1].view(np.float64)[0])
 
     def rank_counter(self, lower: float, upper: float) -> RankCounter:
         """A counter that narrows by passes until its interval's scores fit on the client."""
@@ -272,7 +279,7 @@ class _DaskRankCounter(RankCounter):
         if dyadic:
             parts = statistics.map_partitions(_dyadic_histogram, lower, upper)
             histograms = [h for h, _, _ in parts if h is not None]
-            self._cumulative = np.cumsum(np.sum(histograms, axis=0, dtype=np.int64))
+            self._cumulative = np.cumsum(_total(histograms))
         else:
             parts = statistics.map_partitions(_count_at_most, (lower, upper))
         self._at_most_left = sum(int(p[-2]) for p in parts)

@@ -96,8 +96,23 @@ def raw_score_range(scorer: BlockScorer, X, y) -> tuple[float, float] | None:
     return (float(raw.min()), float(raw.max())) if raw.shape[0] else None
 
 
-def _clip_counts(scorer: BlockScorer, X, y) -> tuple[int, int]:
-    _, _, n_below, n_above = scorer.clipped_and_unit(X, y)
+def _clip_counts(
+    scorer: BlockScorer, X, y, rows: tuple[int, int]
+) -> tuple[int, int] | TypeError | ValueError:
+    """Clipping counts of one partition, or the error its rows raise.
+
+    The error is returned, not raised, so that the client can raise the one of the
+    first partition (as in memory, the first bad rows), whichever worker finishes
+    first. It keeps its type and names the partition's rows of ``X`` (row numbers
+    inside the in-memory message count from the partition's first row).
+    """
+    try:
+        _, _, n_below, n_above = scorer.clipped_and_unit(X, y)
+    except (TypeError, ValueError) as exc:
+        return type(exc)(
+            f"{exc} [in rows {rows[0]}..{rows[1] - 1} of X: row numbers above count from "
+            f"row {rows[0]}]"
+        )
     return n_below, n_above
 
 
@@ -189,22 +204,32 @@ class DaskScoreStatistics(ScoreStatistics):
         """Number of calibration rows."""
         return self._partitions.n_samples
 
-    def map_partitions(self, summary: Callable[..., Any], *args) -> list:
-        """``summary(scorer, X_i, y_i, *args)`` for every partition ``i``, computed by dask."""
+    def map_partitions(self, summary: Callable[..., Any], *args, with_rows: bool = False) -> list:
+        """``summary(scorer, X_i, y_i, *args)`` for every partition ``i``, computed by dask.
+
+        With ``with_rows``, each call gets the partition's ``(start, stop)`` row range too.
+        """
         import dask
         from dask import delayed
 
         self.n_passes += 1
         parts = self._partitions
+        ranges = [
+            ((start, start + length),) if with_rows else ()
+            for start, length in zip(parts.starts, parts.lengths, strict=True)
+        ]
         tasks = [
-            delayed(summary)(self._scorer, X, y, *args)
-            for X, y in zip(parts.features, parts.targets, strict=True)
+            delayed(summary)(self._scorer, X, y, *args, *rows)
+            for X, y, rows in zip(parts.features, parts.targets, ranges, strict=True)
         ]
         return list(dask.compute(*tasks))
 
     def clip_counts(self) -> tuple[int, int]:
         """Numbers of raw scores below and above the range (validates every row)."""
-        counts = self.map_partitions(_clip_counts)
+        counts = self.map_partitions(_clip_counts, with_rows=True)
+        for found in counts:
+            if isinstance(found, Exception):
+                raise found
         return sum(c[0] for c in counts), sum(c[1] for c in counts)
 
     def bin_counts(self, n_bins: int) -> np.ndarray:

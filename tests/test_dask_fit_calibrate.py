@@ -37,6 +37,9 @@ MECHANISMS = {
     "DPAPS": lambda: DPAPS(epsilon=1.0),
     "PCOQS": lambda: PCOQS(epsilon=1.0, delta=1e-6),
     "PCOQS-bounds": lambda: PCOQS(epsilon=2.0, delta=1e-6, bounds=(0.05, 0.8)),
+    # Scores clipped to the regressor's score_bounds sit exactly on these bounds.
+    "PCOQS-at-0": lambda: PCOQS(epsilon=2.0, delta=1e-6, bounds=(0.0, 0.8)),
+    "PCOQS-at-1": lambda: PCOQS(epsilon=2.0, delta=1e-6, bounds=(0.2, 1.0)),
     "SplitConformal": SplitConformal,
 }
 
@@ -144,9 +147,10 @@ def test_heavily_tied_scores_release_equals_in_memory(client, fetch_limit, mecha
 
 
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
-@pytest.mark.parametrize("score_bounds", [(0.0, 4.0), (0.5, 2.0), None])
+@pytest.mark.parametrize("score_bounds", [(0.0, 4.0), (0.0, 3.0), (0.5, 2.0), None])
 def test_regressor_release_equals_in_memory(client, fetch_limit, mechanism, score_bounds):
-    # (0.5, 2.0) clips scores on both sides; None takes the range from the data.
+    # (0.5, 2.0) clips scores on both sides; None takes the range from the data; with
+    # (0.0, 3.0) neighbouring scores share an image in [0, 1].
     X, y = regression_data()
     model = LinearRegression().fit(*regression_data(300, seed=8))
 

@@ -321,3 +321,17 @@ def test_budget_checked_before_reading():
     with pytest.raises(RuntimeError, match="over budget"):
         fit_calibrate(estimator, da.from_array(X, chunks=(30, 4)), y)
     assert not hasattr(estimator, "calibration_")
+
+
+def test_quick_benchmark_runs_and_matches_in_memory(capsys):
+    bench_dask = pytest.importorskip("benchmarks.bench_dask")
+    pytest.importorskip("diffprivlib")
+    result = bench_dask.main(["--quick", "--threads", "--workers", "1"])
+    assert result["rows"] == result["baseline_rows"] == 10**5
+    assert result["same_release"] is True
+    assert result["addresses"] and all(
+        a.startswith("tcp://127.0.0.1:") for a in result["addresses"]
+    )
+    assert 0.0 < result["coverage"] <= 1.0
+    out = capsys.readouterr().out
+    assert "identical release = True" in out and "load average" in out

@@ -247,7 +247,7 @@ class ScoreArray(ScoreStatistics):
     >>> from privconf_sklearn.mechanisms import ExponQ, ScoreArray
     >>> scores = np.random.default_rng(0).uniform(size=5000)
     >>> statistics = ScoreArray(scores)
-    >>> statistics.bin_counts(4).tolist(), statistics.kth_smallest(1) == scores.min()
+    >>> statistics.bin_counts(4).tolist(), statistics.kth_smallest(1) == float(scores.min())
     ([1276, 1231, 1223, 1270], True)
     >>> mechanism = ExponQ(epsilon=1.0)
     >>> a = mechanism.calibrate_from_statistics(statistics, 0.1, random_state=0)

@@ -1,18 +1,18 @@
 """privconf_sklearn.dask on 10^8 rows: calibration and prediction, time and peak memory.
 
-A diffprivlib Gaussian naive Bayes (epsilon = 2) is trained in memory on the two-Gaussian
-design of Angelopoulos et al. (2022). Then, on a local cluster bound to 127.0.0.1 (no
-dashboard), ``--rows`` calibration rows of the same design, generated lazily block by
-block on the workers, calibrate it with ``privconf_sklearn.dask.fit_calibrate`` and
-ExponQ (epsilon = 1); the same number of test rows go through ``predict_set_blocks``,
-one pass computing coverage, mean set size and singleton rate. The in-memory path
-(generate the rows in numpy, ``fit_calibrate``, ``predict_set``) runs on
-``--baseline-rows`` rows, including data generation on both sides; with ``--quick``
-(10^5 rows) both paths see the same rows and the benchmark checks that the two
-releases are identical. Reported: wall time and rows per second of each phase, the
-peak of the workers' summed resident memory (``MemorySampler``, sampled every 0.25 s),
-this process's peak, the in-memory path's peak of traced allocations, and the load
-average. A tqdm bar follows the phases.
+A diffprivlib Gaussian naive Bayes (epsilon = 2) is trained in memory on the
+two-Gaussian design of Romanus and Molinari (2025), Sec. 5.1. Then, on a local cluster
+bound to 127.0.0.1 (no dashboard), ``--rows`` calibration rows of the same design,
+generated lazily block by block on the workers, calibrate it with
+``privconf_sklearn.dask.fit_calibrate`` and ExponQ (epsilon = 1); as many test rows go
+through ``predict_set_blocks``, one pass computing coverage, mean set size and singleton
+rate. The in-memory path (generate the rows in numpy, ``fit_calibrate``,
+``predict_set``) runs on ``--baseline-rows`` rows, data generation included on both
+sides; with ``--quick`` (10^5 rows) both paths see the same rows and the benchmark
+checks that the two releases are identical. Reported: wall time and rows per second of
+each phase, the peak of the workers' summed resident memory (``MemorySampler``, sampled
+every 0.25 s), this process's peak, the in-memory path's peak of traced allocations,
+and the load average. A tqdm bar follows the phases.
 
 Run:  python -m benchmarks.bench_dask [--rows N] [--chunk C] [--workers W] [--quick]
 """
@@ -36,7 +36,7 @@ N_FEATURES = 8
 
 
 def _two_gaussian_block(block_id, rows: int, seed: int):
-    """Rows of paper 002's design for one block, labels in the last column."""
+    """One block of Romanus and Molinari's (2025) design, labels in the last column."""
     rng = np.random.default_rng([seed, block_id])
     y = rng.integers(0, 2, size=rows)
     mean = np.where(y == 0, 0.8, -1.0)[:, None]

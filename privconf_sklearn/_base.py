@@ -197,11 +197,12 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             )
         return scores, None, None
 
-    def _range_record(self, low, high, public: bool, below, above, n_samples: int):
+    def _range_record(self, low, high, public: bool, below, above, n_samples: int, clipped):
         """The record of how scores were mapped, passed back to the release hooks.
 
-        ``below`` and ``above`` are what :meth:`_clip_to_range` returned for all rows,
-        or the numbers of rows below and above the range. The record is passed to
+        ``below``, ``above`` and ``clipped`` are what :meth:`_clip_to_range` returned for
+        all rows (masks, clipped scores), or the numbers of rows below and above the
+        range and the largest clipped score (None for no rows). The record is passed to
         :meth:`_finish_release` and :meth:`_broken_privacy_reason`.
         """
         return None
@@ -212,7 +213,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             score, lambda: (float(scores.min()), float(scores.max()))
         )
         clipped, below, above = self._clip_to_range(score, scores, low, high)
-        record = self._range_record(low, high, public, below, above, scores.shape[0])
+        record = self._range_record(low, high, public, below, above, scores.shape[0], clipped)
         return (low, high), clipped, record
 
     def _broken_privacy_reason(self, bounds_record) -> str | None:

@@ -456,10 +456,11 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
             scores = np.clip(scores, low, high)
         return scores, below, above
 
-    def _range_record(self, low, high, public: bool, below, above, n_samples: int):
+    def _range_record(self, low, high, public: bool, below, above, n_samples: int, clipped):
         """:class:`_ScoreRange`, with a warning if scores were clipped.
 
-        ``below`` and ``above`` are masks (in memory) or counts.
+        ``below`` and ``above`` are masks and ``clipped`` the clipped scores (in memory),
+        or counts and the largest clipped score.
         """
         masks = isinstance(below, np.ndarray)
         n_below = int(np.count_nonzero(below)) if masks else int(below)
@@ -481,6 +482,8 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
             n_above=n_above,
             below=below if masks else None,
             above=above if masks else None,
+            scores=clipped if masks else None,
+            largest=None if masks else clipped,
         )
 
     def _broken_privacy_reason(self, bounds_record) -> str | None:
@@ -508,6 +511,13 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
             "coverage_assumes_scores_within_bounds": at_top,
         }
         owner: dict[str, Any] = {"n_scores_below_bounds": n_below, "n_scores_above_bounds": n_above}
+        largest_score = bounds_record.largest_score(rows)
+        if calibration.informative and largest_score is not None:
+            # Owner-side: a threshold above every calibration score means the grid's
+            # resolution over score_bounds and the privacy margin, not the data, set the
+            # interval width (loose public bounds); warned about, never published.
+            largest = (largest_score - bounds_record.low) / (bounds_record.high - bounds_record.low)
+            owner["threshold_above_every_score"] = bool(calibration.threshold > largest)
         bounds = (bounds_record.low, bounds_record.high)
         if bounds_record.public:
             details["score_bounds"] = bounds
@@ -528,6 +538,16 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         return replace(calibration, **changes)
 
     def _warn_about_releases(self, releases: list[Calibration], bounds_record) -> None:
+        if any(c.owner_diagnostics.get("threshold_above_every_score") for c in releases):
+            warnings.warn(
+                "The released threshold exceeds every calibration score: the interval width "
+                "is set by the mechanism's grid over score_bounds = "
+                f"({bounds_record.low!r}, {bounds_record.high!r}) and its privacy margin, "
+                "not by the data. Narrower public score_bounds (or more calibration rows, "
+                "or a larger epsilon) give narrower intervals.",
+                ScoreBoundsWarning,
+                stacklevel=4,
+            )
         for calibration in releases:
             n_above = calibration.owner_diagnostics["n_scores_above_bounds"]
             if calibration.threshold >= 1.0 and (calibration.feasible or n_above):
@@ -623,10 +643,13 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
 
 @dataclass(frozen=True)
 class _ScoreRange:
-    """How the score range was set, and how many calibration rows were clipped (owner-side).
+    """How the score range was set, which calibration rows were clipped, the clipped scores.
 
-    ``below`` and ``above`` mark the clipped rows when the scores were in memory (for
-    the per-group counts of Mondrian calibration); None when only the counts are known.
+    All owner-side: nothing here is published. ``below``, ``above`` and ``scores`` are
+    the clipped rows' masks and the clipped scores when the scores were in memory (for
+    the per-group values of Mondrian calibration); None when only the totals are known
+    (``n_below``, ``n_above`` and ``largest``, the largest clipped score, or None for no
+    rows).
     """
 
     low: float
@@ -636,6 +659,8 @@ class _ScoreRange:
     n_above: int
     below: np.ndarray | None = None
     above: np.ndarray | None = None
+    scores: np.ndarray | None = None
+    largest: float | None = None
 
     def count_outside(self, rows) -> tuple[int, int]:
         """Numbers of clipped rows below and above the range among ``rows``."""
@@ -644,3 +669,12 @@ class _ScoreRange:
         if self.below is None or self.above is None:
             raise ValueError("Only the total numbers of clipped rows are known.")
         return int(np.count_nonzero(self.below[rows])), int(np.count_nonzero(self.above[rows]))
+
+    def largest_score(self, rows) -> float | None:
+        """The largest clipped score among ``rows``, or None if there is none."""
+        if self.scores is None:
+            if not (isinstance(rows, slice) and rows == slice(None)):
+                raise ValueError("Only the largest clipped score of all rows is known.")
+            return self.largest
+        scores = self.scores[rows]
+        return float(scores.max()) if scores.size else None

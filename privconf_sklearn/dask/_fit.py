@@ -106,8 +106,10 @@ def fit_calibrate(estimator, X, y, groups=None):
 
     low, high, public = estimator._public_range(score, data_range)
     statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, low, high), partitions)
-    n_below, n_above = statistics.clip_counts()
-    record = estimator._range_record(low, high, public, n_below, n_above, partitions.n_samples)
+    n_below, n_above, largest = statistics.clip_counts()
+    record = estimator._range_record(
+        low, high, public, n_below, n_above, partitions.n_samples, largest
+    )
     calibration = plan.mechanism.calibrate_from_statistics(
         statistics, plan.params["alpha"], random_state=estimator.random_state
     )

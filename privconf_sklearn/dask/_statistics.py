@@ -98,8 +98,8 @@ def raw_score_range(scorer: BlockScorer, X, y) -> tuple[float, float] | None:
 
 def _clip_counts(
     scorer: BlockScorer, X, y, rows: tuple[int, int]
-) -> tuple[int, int] | TypeError | ValueError:
-    """Clipping counts of one partition, or the error its rows raise.
+) -> tuple[int, int, float | None] | TypeError | ValueError:
+    """Clipping counts and largest clipped score of one partition, or the error its rows raise.
 
     The error is returned, not raised, so that the client can raise the one of the
     first partition (as in memory, the first bad rows), whichever worker finishes
@@ -107,13 +107,13 @@ def _clip_counts(
     inside the in-memory message count from the partition's first row).
     """
     try:
-        _, _, n_below, n_above = scorer.clipped_and_unit(X, y)
+        clipped, _, n_below, n_above = scorer.clipped_and_unit(X, y)
     except (TypeError, ValueError) as exc:
         return type(exc)(
             f"{exc} [in rows {rows[0]}..{rows[1] - 1} of X: row numbers above count from "
             f"row {rows[0]}]"
         )
-    return n_below, n_above
+    return n_below, n_above, float(clipped.max()) if clipped.shape[0] else None
 
 
 def _bin_counts(scorer: BlockScorer, X, y, n_bins: int) -> np.ndarray:
@@ -224,13 +224,22 @@ class DaskScoreStatistics(ScoreStatistics):
         ]
         return list(dask.compute(*tasks))
 
-    def clip_counts(self) -> tuple[int, int]:
-        """Numbers of raw scores below and above the range (validates every row)."""
-        counts = self.map_partitions(_clip_counts, with_rows=True)
-        for found in counts:
+    def clip_counts(self) -> tuple[int, int, float | None]:
+        """Numbers of raw scores below and above the range, and the largest clipped score.
+
+        One pass that validates every row; raises the error of the first bad partition.
+        """
+        counts = []
+        for found in self.map_partitions(_clip_counts, with_rows=True):
             if isinstance(found, Exception):
                 raise found
-        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+            counts.append(found)
+        largest = [c[2] for c in counts if c[2] is not None]
+        return (
+            sum(c[0] for c in counts),
+            sum(c[1] for c in counts),
+            max(largest) if largest else None,
+        )
 
     def bin_counts(self, n_bins: int) -> np.ndarray:
         """Sum of the partitions' :func:`bin_counts` (one pass)."""

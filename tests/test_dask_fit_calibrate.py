@@ -168,6 +168,29 @@ def test_regressor_release_equals_in_memory(client, fetch_limit, mechanism, scor
     assert on_dask.threshold_at_upper_bound_ == in_memory.threshold_at_upper_bound_
 
 
+@pytest.mark.parametrize("mechanism", ["ExponQ", "SplitConformal"])
+def test_regressor_rows_sorted_by_score(client, mechanism):
+    # Partitions hold increasing residuals: the owner diagnostics that compare the
+    # threshold with the largest calibration score must see the largest of all rows.
+    X, y = regression_data()
+    model = LinearRegression().fit(*regression_data(300, seed=8))
+    order = np.argsort(np.abs(y - model.predict(X)))
+    X, y = X[order], y[order]
+
+    def make(ledger):
+        return PrivateConformalRegressor(
+            model,
+            mechanism=MECHANISMS[mechanism](),
+            score_bounds=(0.0, 4.0),
+            accountant=ledger,
+            random_state=11,
+        )
+
+    in_memory, on_dask = both_ways(make, X, y, chunks=2500)
+    assert_same_release(in_memory, on_dask)
+    assert in_memory.calibration_.owner_diagnostics["threshold_above_every_score"] is False
+
+
 def test_dataframe_inputs(client):
     X, y = classification_data(3000)
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])

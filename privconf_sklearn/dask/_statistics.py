@@ -197,7 +197,6 @@ class DaskScoreStatistics(ScoreStatistics):
     def __init__(self, scorer: BlockScorer, partitions: Partitions):
         self._scorer = scorer
         self._partitions = partitions
-        self.n_passes = 0
 
     @property
     def n_samples(self) -> int:
@@ -212,7 +211,6 @@ class DaskScoreStatistics(ScoreStatistics):
         import dask
         from dask import delayed
 
-        self.n_passes += 1
         parts = self._partitions
         ranges = [
             ((start, start + length),) if with_rows else ()

@@ -262,6 +262,18 @@ def test_nan_target(client):
     assert_dask_error(regressor_for_errors, X, y, *lazy, partition=(600, 900))
 
 
+def test_nan_target_with_bounds_from_the_data(client):
+    X, y = regression_data(1000)
+    y[[430, 777]] = np.nan
+    lazy = da.from_array(X, chunks=(300, 3)), da.from_array(y, chunks=300)
+
+    def make(ledger):
+        return regressor_for_errors(ledger, score_bounds=None)
+
+    with pytest.warns(Warning, match="score_bounds=None"):  # before the error, here
+        assert_dask_error(make, X, y, *lazy, partition=(300, 600))
+
+
 def test_unknown_label(client):
     X, y = classification_data(1000)
     y[650] = 7

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._base import BasePrivateConformal, _check_y_given
 from ._inputs import partition_inputs
-from ._statistics import BlockScorer, DaskScoreStatistics, raw_score_range
+from ._statistics import BlockScorer, DaskScoreStatistics
 
 __all__ = ["fit_calibrate"]
 
@@ -100,9 +100,8 @@ def fit_calibrate(estimator, X, y, groups=None):
     score.check_estimator(model)
 
     def data_range() -> tuple[float, float]:
-        statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, 0.0, 1.0), partitions)
-        found = [r for r in statistics.map_partitions(raw_score_range) if r is not None]
-        return min(r[0] for r in found), max(r[1] for r in found)
+        unmapped = BlockScorer(estimator, score, model, 0.0, 1.0)  # reads raw scores only
+        return DaskScoreStatistics(unmapped, partitions).raw_range()
 
     low, high, public = estimator._public_range(score, data_range)
     statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, low, high), partitions)

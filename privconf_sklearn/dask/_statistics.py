@@ -31,7 +31,7 @@ from ..mechanisms import RankCounter, ScoreArray, ScoreStatistics
 from ..mechanisms._binning import bin_counts
 from ._inputs import Partitions
 
-__all__ = ["BlockScorer", "DaskScoreStatistics", "raw_score_range"]
+__all__ = ["BlockScorer", "DaskScoreStatistics"]
 
 #: At most this many scores are gathered on the client (8 MiB of float64); larger
 #: order-statistic and rank questions are narrowed by histograms first.
@@ -89,16 +89,32 @@ class BlockScorer:
 
 
 # ------------------------------------------------------- per-partition summaries
-def raw_score_range(scorer: BlockScorer, X, y) -> tuple[float, float] | None:
-    encoded = scorer.wrapper._encode_targets(y, scorer.model)
-    raw = scorer.score.conformity_scores(scorer.score.estimator_outputs(scorer.model, X), encoded)
-    raw = np.asarray(raw, dtype=np.float64)
+def _partition_error(exc: Exception, rows: tuple[int, int]) -> Exception:
+    """``exc`` (same type) naming the partition's rows of ``X``."""
+    return type(exc)(
+        f"{exc} [in rows {rows[0]}..{rows[1] - 1} of X: row numbers above count from row {rows[0]}]"
+    )
+
+
+def raw_score_range(
+    scorer: BlockScorer, X, y, rows: tuple[int, int]
+) -> tuple[float, float] | Exception | None:
+    """``(min, max)`` of one partition's raw scores (None if empty), or its rows' error.
+
+    Errors are returned, not raised, as by :func:`_clip_counts`.
+    """
+    try:
+        encoded = scorer.wrapper._encode_targets(y, scorer.model)
+        outputs = scorer.score.estimator_outputs(scorer.model, X)
+        raw = np.asarray(scorer.score.conformity_scores(outputs, encoded), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        return _partition_error(exc, rows)
     return (float(raw.min()), float(raw.max())) if raw.shape[0] else None
 
 
 def _clip_counts(
     scorer: BlockScorer, X, y, rows: tuple[int, int]
-) -> tuple[int, int, float | None] | TypeError | ValueError:
+) -> tuple[int, int, float | None] | Exception:
     """Clipping counts and largest clipped score of one partition, or the error its rows raise.
 
     The error is returned, not raised, so that the client can raise the one of the
@@ -109,10 +125,7 @@ def _clip_counts(
     try:
         clipped, _, n_below, n_above = scorer.clipped_and_unit(X, y)
     except (TypeError, ValueError) as exc:
-        return type(exc)(
-            f"{exc} [in rows {rows[0]}..{rows[1] - 1} of X: row numbers above count from "
-            f"row {rows[0]}]"
-        )
+        return _partition_error(exc, rows)
     return n_below, n_above, float(clipped.max()) if clipped.shape[0] else None
 
 
@@ -222,16 +235,28 @@ class DaskScoreStatistics(ScoreStatistics):
         ]
         return list(dask.compute(*tasks))
 
+    def checked_summaries(self, summary: Callable[..., Any]) -> list:
+        """:meth:`map_partitions` of a summary that returns its partition's error.
+
+        Raises the error of the first bad partition (as in memory, the first bad rows).
+        """
+        found = self.map_partitions(summary, with_rows=True)
+        for part in found:
+            if isinstance(part, Exception):
+                raise part
+        return found
+
+    def raw_range(self) -> tuple[float, float]:
+        """``(min, max)`` of the raw scores (one pass that validates every row)."""
+        found = [r for r in self.checked_summaries(raw_score_range) if r is not None]
+        return min(r[0] for r in found), max(r[1] for r in found)
+
     def clip_counts(self) -> tuple[int, int, float | None]:
         """Numbers of raw scores below and above the range, and the largest clipped score.
 
         One pass that validates every row; raises the error of the first bad partition.
         """
-        counts = []
-        for found in self.map_partitions(_clip_counts, with_rows=True):
-            if isinstance(found, Exception):
-                raise found
-            counts.append(found)
+        counts = self.checked_summaries(_clip_counts)
         largest = [c[2] for c in counts if c[2] is not None]
         return (
             sum(c[0] for c in counts),

@@ -261,6 +261,30 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_verifier.py",),
         "duplicate JSON keys in a card are accepted (last one wins)",
     ),
+    Mutant(
+        "dask-order-statistic-drops-lower-buckets",
+        "privconf_sklearn/dask/_statistics.py",
+        "below += int(cumulative[bucket - 1]) if bucket else 0",
+        "below += 0",
+        ("tests/test_dask_fit_calibrate.py",),
+        "the cluster's k-th smallest score forgets the scores below the bucket it keeps",
+    ),
+    Mutant(
+        "dask-rank-counter-loses-offset",
+        "privconf_sklearn/dask/_statistics.py",
+        "self._offset = self._at_most_left  #",
+        "self._offset = 0  #",
+        ("tests/test_dask_fit_calibrate.py",),
+        "P-COQS on a cluster counts only the gathered scores, not those below them",
+    ),
+    Mutant(
+        "dask-bin-counts-last-partition-only",
+        "privconf_sklearn/dask/_statistics.py",
+        "        total += part\n",
+        "        total = part\n",
+        ("tests/test_dask_fit_calibrate.py",),
+        "the cluster's bin counts keep one partition instead of their sum",
+    ),
 )
 
 

@@ -27,6 +27,7 @@ from privconf_sklearn.mechanisms import (  # noqa: E402
     DPAPS,
     PCOQS,
     ExponQ,
+    FedCP2QQ,
     FedCPQQ,
     SplitConformal,
 )
@@ -85,19 +86,19 @@ def regression_data(n=6000, seed=1):
     return X, X @ [1.0, -2.0, 0.5] + rng.normal(size=n)
 
 
-def both_ways(make, X, y, chunks, **dask_kwargs):
+def both_ways(make, X, y, chunks, groups=None, lazy_groups=False):
     """(in memory, on dask): two fresh estimators from ``make(ledger)``, same data."""
     memory_ledger, dask_ledger = RecordingLedger(), RecordingLedger()
     with warnings.catch_warnings(record=True) as memory_warnings:
         warnings.simplefilter("always")
-        in_memory = make(memory_ledger).fit_calibrate(X, y)
+        in_memory = make(memory_ledger).fit_calibrate(X, y, groups=groups)
     with warnings.catch_warnings(record=True) as dask_warnings:
         warnings.simplefilter("always")
         on_dask = fit_calibrate(
             make(dask_ledger),
             da.from_array(X, chunks=(chunks, X.shape[1])),
             da.from_array(y, chunks=chunks),
-            **dask_kwargs,
+            groups=da.from_array(groups, chunks=chunks + 13) if lazy_groups else groups,
         )
     assert [type(w.message) for w in dask_warnings] == [type(w.message) for w in memory_warnings]
     assert dask_ledger.records == memory_ledger.records
@@ -191,6 +192,37 @@ def test_regressor_rows_sorted_by_score(client, mechanism):
     assert in_memory.calibration_.owner_diagnostics["threshold_above_every_score"] is False
 
 
+FEDERATED = {
+    "FedCPQQ": FedCPQQ,
+    "FedCP2QQ": lambda: FedCP2QQ(epsilon=1.0),
+    "FedCP2QQ-gamma": lambda: FedCP2QQ(epsilon=0.5, gamma=0.3),
+}
+
+
+@pytest.mark.parametrize("mechanism", sorted(FEDERATED))
+@pytest.mark.parametrize("sizes", [(3, 200, 250), (900, 1400, 1100, 2600)])
+def test_federated_release_equals_in_memory(client, fetch_limit, mechanism, sizes):
+    # (3, 200, 250): every agent uses a random subset of 3 scores; rows are shuffled so
+    # that each agent's rows (and subsets) span several partitions. The other sizes come
+    # agent by agent: the first partitions miss some agents.
+    n = sum(sizes)
+    X, y = classification_data(n, seed=6)
+    groups = np.repeat(np.arange(len(sizes)) * 10, sizes)
+    if n < 1000:
+        groups = np.random.default_rng(7).permutation(groups)
+    model = GaussianNB().fit(*classification_data(500, seed=9))
+
+    def make(ledger):
+        return PrivateConformalClassifier(
+            model, mechanism=FEDERATED[mechanism](), accountant=ledger, random_state=4
+        )
+
+    in_memory, on_dask = both_ways(
+        make, X, y, chunks=97 if n < 1000 else 1500, groups=groups, lazy_groups=True
+    )
+    assert_same_release(in_memory, on_dask)
+
+
 def test_dataframe_inputs(client):
     X, y = classification_data(3000)
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
@@ -244,7 +276,8 @@ def assert_dask_error(make, X, y, dask_X, dask_y, partition=None, **kwargs):
         error, message = in_memory_error(make, X, y, **kwargs)
     else:
         start, stop = partition
-        error, message = in_memory_error(make, X[start:stop], y[start:stop], **kwargs)
+        rows = {k: v[start:stop] for k, v in kwargs.items()}  # the partition's agent ids
+        error, message = in_memory_error(make, X[start:stop], y[start:stop], **rows)
         message += f" [in rows {start}..{stop - 1} of X: row numbers above count from row {start}]"
     ledger = RecordingLedger()
     estimator = make(ledger)
@@ -322,10 +355,25 @@ def test_non_dask_features():
     assert ledger.records == [] and not hasattr(estimator, "calibration_")
 
 
+def test_bad_agent_ids(client):
+    X, y = classification_data(900)
+    lazy = da.from_array(X, chunks=(300, 4)), da.from_array(y, chunks=300)
+
+    def make(ledger):
+        return classifier_for_errors(ledger, mechanism=FedCPQQ())
+
+    nan_ids = (np.arange(900) % 3).astype(float)
+    nan_ids[[400, 500]] = np.nan
+    assert_dask_error(make, X, y, *lazy, groups=nan_ids, partition=(300, 600))
+    one_agent = np.zeros(900, dtype=int)
+    assert_dask_error(make, X, y, *lazy, groups=one_agent)
+    assert_dask_error(make, X, y, *lazy, groups=one_agent[:899])
+    assert_dask_error(make, X, y, *lazy)
+
+
 @pytest.mark.parametrize(
     "params, named",
     [
-        ({"mechanism": FedCPQQ()}, "FedCPQQ"),
         ({"conformity_score": "aps_randomized"}, "randomised APS"),
         ({"mondrian": "class", "group_sizes": "public"}, "Mondrian"),
     ],

@@ -11,18 +11,11 @@ __all__ = ["fit_calibrate"]
 
 def _refuse_unsupported(estimator: BasePrivateConformal, plan) -> None:
     """Refuse what the block-wise path cannot release exactly (nothing read or spent yet)."""
-    mechanism, score = plan.mechanism, plan.score
+    score = plan.score
     if plan.params["mondrian"] is not None:
         raise ValueError(
             f"privconf_sklearn.dask.fit_calibrate does not support Mondrian calibration "
             f"(mondrian={plan.params['mondrian']!r}); use estimator.fit_calibrate in memory."
-        )
-    if mechanism.requires_groups:
-        raise ValueError(
-            f"privconf_sklearn.dask.fit_calibrate does not support the federated mechanism "
-            f"{type(mechanism).__name__}: it releases from per-agent statistics the dask "
-            "path does not compute. Use ExponQ, DPAPS, PCOQS or SplitConformal, or "
-            "calibrate in memory."
         )
     if getattr(score, "randomized", False) is True:
         raise ValueError(
@@ -39,8 +32,10 @@ def fit_calibrate(estimator, X, y, groups=None):
     The scores of the calibration rows are computed partition by partition on the dask
     workers (the active ``distributed`` client, or dask's default scheduler); only the
     exact statistics the mechanism releases from reach this process: bin counts on the
-    public grid (ExponQ, DP-APS), counts ``#{s <= t}`` of the noisy binary search
-    (P-COQS), one order statistic (SplitConformal). The mechanism then releases with
+    public grid (ExponQ, DP-APS, FedCP2-QQ agents), counts ``#{s <= t}`` of the noisy
+    binary search (P-COQS), one order statistic (SplitConformal, FedCP-QQ agents; for
+    the federated mechanisms per agent, on the random subsets their plans draw). The
+    mechanism then releases with
     :meth:`~privconf_sklearn.mechanisms.QuantileMechanism.calibrate_from_statistics`,
     the code :meth:`~privconf_sklearn.PrivateConformalClassifier.fit_calibrate` runs on
     scores in memory: for the same data and ``random_state``, the threshold, the
@@ -55,9 +50,8 @@ def fit_calibrate(estimator, X, y, groups=None):
         Calibration features. Any row chunking; column chunks are merged.
     y : dask array, dask Series or DataFrame, or array-like of shape (n_samples,)
         Calibration targets, cut into ``X``'s row partitions.
-    groups : None
-        Agent ids are for federated mechanisms, which this path does not support; any
-        value other than None raises the in-memory error for a central mechanism.
+    groups : dask array, dask Series, array-like of shape (n_samples,) or None
+        Agent id of each row, for the federated mechanisms (FedCP-QQ, FedCP2-QQ) only.
 
     Returns
     -------
@@ -70,9 +64,9 @@ def fit_calibrate(estimator, X, y, groups=None):
         If ``estimator`` is not a private conformal estimator or ``X`` is not dask data
         (and the in-memory errors for bad parameters).
     ValueError
-        For Mondrian calibration, federated mechanisms and randomised scores (before any
-        data is read or budget spent), and for the in-memory errors on bad data (NaN or
-        unknown targets, mismatched lengths, an empty calibration set).
+        For Mondrian calibration and randomised scores (before any data is read or
+        budget spent), and for the in-memory errors on bad data (NaN or unknown targets,
+        bad agent ids, mismatched lengths, an empty calibration set).
 
     Notes
     -----
@@ -81,7 +75,8 @@ def fit_calibrate(estimator, X, y, groups=None):
     attributes are set and the budget spent only once the release is complete, so an
     error leaves the estimator as it was. Each statistic recomputes the scores from
     ``X`` (nothing is persisted): ExponQ and DP-APS read the data twice, P-COQS and
-    SplitConformal a few times more.
+    SplitConformal a few times more, the federated mechanisms once more per agent (and
+    once for the agent ids).
     """
     if not isinstance(estimator, BasePrivateConformal):
         raise TypeError(
@@ -93,7 +88,7 @@ def fit_calibrate(estimator, X, y, groups=None):
     model = estimator._check_prefit_estimator()
     _refuse_unsupported(estimator, plan)
     plan.mechanism._check_groups_given(groups is not None)
-    partitions = partition_inputs(X, y)
+    partitions = partition_inputs(X, y, groups)
     if partitions.n_samples == 0:
         raise ValueError("The calibration set is empty: calibration needs at least one row.")
     score = plan.score

@@ -1,8 +1,8 @@
 """The dask inputs of ``fit_calibrate``: checked, aligned and cut into row partitions.
 
-``X`` is a two-dimensional dask array or a dask DataFrame; ``y`` is a dask array, a dask
-Series / DataFrame or an in-memory array. Each becomes one lazy piece per partition of
-``X``'s rows, so that partition ``i`` of both inputs holds the same rows.
+``X`` is a two-dimensional dask array or a dask DataFrame; ``y`` and ``groups`` are dask
+arrays, dask Series / DataFrames or in-memory arrays. Each becomes one lazy piece per
+partition of ``X``'s rows, so that partition ``i`` of every input holds the same rows.
 The partitions' lengths are taken from the dask arrays' chunks where they are known,
 and counted in one pass otherwise (a dask DataFrame does not know them).
 """
@@ -26,12 +26,15 @@ class Partitions:
     ----------
     features, targets : tuple of dask.delayed.Delayed
         ``X`` and ``y`` of each partition (a numpy array or a pandas object).
+    groups : tuple of dask.delayed.Delayed or None
+        The agent ids of each partition, when given.
     lengths : tuple of int
         Rows per partition.
     """
 
     features: tuple
     targets: tuple
+    groups: tuple | None
     lengths: tuple[int, ...]
 
     @property
@@ -86,7 +89,11 @@ def _check_features(X):
 
 
 def _length_mismatch(name: str, n_rows: int, n_given: int) -> ValueError:
-    return ValueError(f"X has {n_rows} rows but {name} has {n_given}: they must match.")
+    if name == "y":
+        return ValueError(f"X has {n_rows} rows but y has {n_given}: they must match.")
+    return ValueError(
+        f"groups has {n_given} entries but X has {n_rows} rows: give one agent id per row."
+    )
 
 
 def _column(name: str, value, lengths: tuple[int, ...], frame_lengths) -> tuple:
@@ -115,7 +122,7 @@ def _column(name: str, value, lengths: tuple[int, ...], frame_lengths) -> tuple:
     return tuple(pieces.reshape(pieces.shape[0], -1)[:, 0])
 
 
-def partition_inputs(X, y) -> Partitions:
+def partition_inputs(X, y, groups=None) -> Partitions:
     """Check the inputs and cut them into the row partitions of ``X``.
 
     Raises
@@ -130,7 +137,7 @@ def partition_inputs(X, y) -> Partitions:
     X = _check_features(X)
     frames: dict[str, Any] = {
         name: value
-        for name, value in (("X", X), ("y", y))
+        for name, value in (("X", X), ("y", y), ("groups", groups))
         if value is not None and _is_dask_frame(value)
     }
     counted = dict(
@@ -149,4 +156,5 @@ def partition_inputs(X, y) -> Partitions:
         lengths = tuple(int(v) for v in X.chunks[0])
         features = tuple(X.to_delayed(optimize_graph=False)[:, 0])
     targets = _column("y", y, lengths, counted.get("y"))
-    return Partitions(features, targets, lengths)
+    agents = None if groups is None else _column("groups", groups, lengths, counted.get("groups"))
+    return Partitions(features, targets, agents, lengths)

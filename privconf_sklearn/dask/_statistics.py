@@ -13,7 +13,8 @@ Scores are recomputed from the features in every pass (a model's outputs on one
 partition at a time), so memory stays bounded by a few partitions per worker; the
 number of passes is what a mechanism asks: one for ExponQ and DP-APS, a few for split
 conformal and P-COQS (see :meth:`DaskScoreStatistics.kth_smallest` and
-:class:`_DaskRankCounter`).
+:class:`_DaskRankCounter`), as many per agent for the federated mechanisms (each agent
+is a view of the rows with its id, :meth:`DaskScoreStatistics.agents`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .._base import to_unit_range
 from .._validation import check_unit_scores
 from ..mechanisms import RankCounter, ScoreArray, ScoreStatistics
 from ..mechanisms._binning import bin_counts
+from ..mechanisms._statistics import check_agent_count, check_agent_ids, distinct_agent_ids
 from ._inputs import Partitions
 
 __all__ = ["BlockScorer", "DaskScoreStatistics"]
@@ -129,8 +131,7 @@ def _clip_counts(
     return n_below, n_above, float(clipped.max()) if clipped.shape[0] else None
 
 
-def _bin_counts(scorer: BlockScorer, X, y, n_bins: int) -> np.ndarray:
-    unit = scorer.unit(X, y)
+def _bin_counts(unit: np.ndarray, n_bins: int) -> np.ndarray:
     if unit.shape[0] == 0:
         return np.zeros(n_bins, dtype=np.int64)
     return bin_counts(unit, n_bins)
@@ -141,36 +142,32 @@ def _keys(unit: np.ndarray) -> np.ndarray:
     return (unit + 0.0).view(np.int64)
 
 
-def _key_histogram(scorer: BlockScorer, X, y, lo: int, hi: int, shift: int) -> np.ndarray:
+def _key_histogram(unit: np.ndarray, lo: int, hi: int, shift: int) -> np.ndarray:
     """Counts of the keys in ``[lo, hi)`` in buckets of ``2**shift`` keys from ``lo``."""
-    keys = _keys(scorer.unit(X, y))
+    keys = _keys(unit)
     inside = keys[(keys >= lo) & (keys < hi)]
     return np.bincount((inside - lo) >> shift, minlength=((hi - lo - 1) >> shift) + 1)
 
 
-def _keys_between(scorer: BlockScorer, X, y, lo: int, hi: int) -> np.ndarray:
-    keys = _keys(scorer.unit(X, y))
+def _keys_between(unit: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    keys = _keys(unit)
     return keys[(keys >= lo) & (keys < hi)]
 
 
-def _count_at_most(scorer: BlockScorer, X, y, points: tuple[float, ...]) -> list[int]:
-    unit = scorer.unit(X, y)
+def _count_at_most(unit: np.ndarray, points: tuple[float, ...]) -> list[int]:
     return [int(np.count_nonzero(unit <= p)) for p in points]
 
 
-def _dyadic_histogram(scorer: BlockScorer, X, y, lower: float, upper: float):
-    unit = scorer.unit(X, y)
+def _dyadic_histogram(unit: np.ndarray, lower: float, upper: float):
     histogram = bin_counts(unit, 2**DYADIC_DEPTH) if unit.shape[0] else None
     return histogram, int(np.count_nonzero(unit <= lower)), int(np.count_nonzero(unit <= upper))
 
 
-def _scores_between(scorer: BlockScorer, X, y, left: float, right: float) -> np.ndarray:
-    unit = scorer.unit(X, y)
+def _scores_between(unit: np.ndarray, left: float, right: float) -> np.ndarray:
     return unit[(unit > left) & (unit <= right)]
 
 
-def _count_outside(scorer: BlockScorer, X, y, lower: float, upper: float) -> tuple[int, int]:
-    unit = scorer.unit(X, y)
+def _count_outside(unit: np.ndarray, lower: float, upper: float) -> tuple[int, int]:
     return int(np.count_nonzero(unit < lower)), int(np.count_nonzero(unit > upper))
 
 
@@ -178,6 +175,36 @@ def _largest_covered(scorer: BlockScorer, X, y, t: float) -> float | None:
     clipped, unit, _, _ = scorer.clipped_and_unit(X, y)
     covered = unit <= t
     return float(clipped[covered].max()) if covered.any() else None
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Some rows of a partition: one agent's (``label``), at ``positions`` among them.
+
+    ``positions`` index the agent's rows of the partition in row order (None: all).
+    """
+
+    label: Any
+    positions: np.ndarray | None = None
+
+
+def _on_scores(summary: Callable[..., Any], scorer: BlockScorer, X, y, groups, selection, *args):
+    """``summary(scores, *args)`` on a partition's scores in [0, 1] (the selected rows)."""
+    unit = scorer.unit(X, y)
+    if selection is not None:
+        rows = np.flatnonzero(np.asarray(groups) == selection.label)
+        unit = unit[rows if selection.positions is None else rows[selection.positions]]
+    return summary(unit, *args)
+
+
+def _agent_counts(groups, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | Exception:
+    """The distinct agent ids of a partition and their counts, or the ids' error."""
+    groups = np.asarray(groups)
+    try:
+        check_agent_ids(groups)
+        return distinct_agent_ids(groups, return_counts=True)
+    except ValueError as exc:
+        return _partition_error(exc, rows)
 
 
 def _total(counts: list[np.ndarray]) -> np.ndarray:
@@ -210,11 +237,26 @@ class DaskScoreStatistics(ScoreStatistics):
     def __init__(self, scorer: BlockScorer, partitions: Partitions):
         self._scorer = scorer
         self._partitions = partitions
+        #: The rows these statistics read: None (all), or one selection per partition.
+        self._selections: list[_Selection] | None = None
+        #: Rows read in each partition.
+        self._counts = np.asarray(partitions.lengths, dtype=np.int64)
+
+    def _view(self, selections: list[_Selection], counts: np.ndarray) -> DaskScoreStatistics:
+        """The statistics of some rows (an agent's, or a subset of them)."""
+        view = DaskScoreStatistics(self._scorer, self._partitions)
+        view._selections, view._counts = selections, counts
+        return view
 
     @property
     def n_samples(self) -> int:
-        """Number of calibration rows."""
-        return self._partitions.n_samples
+        """Number of scores (rows read)."""
+        return int(self._counts.sum())
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether agent ids were given."""
+        return self._partitions.groups is not None
 
     def map_partitions(self, summary: Callable[..., Any], *args, with_rows: bool = False) -> list:
         """``summary(scorer, X_i, y_i, *args)`` for every partition ``i``, computed by dask.
@@ -232,6 +274,24 @@ class DaskScoreStatistics(ScoreStatistics):
         tasks = [
             delayed(summary)(self._scorer, X, y, *args, *rows)
             for X, y, rows in zip(parts.features, parts.targets, ranges, strict=True)
+        ]
+        return list(dask.compute(*tasks))
+
+    def map_scores(self, summary: Callable[..., Any], *args) -> list:
+        """``summary(scores_i, *args)`` on the scores of every partition ``i`` (rows read)."""
+        import dask
+        from dask import delayed
+
+        parts = self._partitions
+        groups = parts.groups or (None,) * len(parts.lengths)
+        selections: list[_Selection | None] = [None] * len(parts.lengths)
+        if self._selections is not None:
+            selections = list(self._selections)
+        tasks = [
+            delayed(_on_scores)(summary, self._scorer, X, y, g, selection, *args)
+            for X, y, g, selection in zip(
+                parts.features, parts.targets, groups, selections, strict=True
+            )
         ]
         return list(dask.compute(*tasks))
 
@@ -266,7 +326,7 @@ class DaskScoreStatistics(ScoreStatistics):
 
     def bin_counts(self, n_bins: int) -> np.ndarray:
         """Sum of the partitions' :func:`bin_counts` (one pass)."""
-        return _total(self.map_partitions(_bin_counts, n_bins))
+        return _total(self.map_scores(_bin_counts, n_bins))
 
     def kth_smallest(self, k: int) -> float:
         """The ``k``-th smallest score, bit for bit.
@@ -281,7 +341,7 @@ class DaskScoreStatistics(ScoreStatistics):
         below, inside = 0, self.n_samples
         while inside > FETCH_LIMIT and hi - lo > 1:
             shift = max(0, (hi - lo - 1).bit_length() - KEY_BITS)
-            histogram = _total(self.map_partitions(_key_histogram, lo, hi, shift))
+            histogram = _total(self.map_scores(_key_histogram, lo, hi, shift))
             cumulative = np.cumsum(histogram)
             bucket = int(np.searchsorted(cumulative, k - below))
             below += int(cumulative[bucket - 1]) if bucket else 0
@@ -289,7 +349,7 @@ class DaskScoreStatistics(ScoreStatistics):
             lo, hi = lo + (bucket << shift), min(hi, lo + ((bucket + 1) << shift))
         if hi - lo == 1:
             return float(np.array([lo], dtype=np.int64).view(np.float64)[0])
-        keys = np.concatenate(self.map_partitions(_keys_between, lo, hi))
+        keys = np.concatenate(self.map_scores(_keys_between, lo, hi))
         rank = k - below - 1
         return float(np.partition(keys, rank)[rank : rank + 1].view(np.float64)[0])
 
@@ -299,7 +359,7 @@ class DaskScoreStatistics(ScoreStatistics):
 
     def count_outside(self, lower: float, upper: float) -> tuple[int, int]:
         """``(#{s < lower}, #{s > upper})`` (one pass)."""
-        counts = self.map_partitions(_count_outside, lower, upper)
+        counts = self.map_scores(_count_outside, lower, upper)
         return sum(c[0] for c in counts), sum(c[1] for c in counts)
 
     def largest_covered(self, t: float) -> float | None:
@@ -308,10 +368,54 @@ class DaskScoreStatistics(ScoreStatistics):
         return max(found) if found else None
 
     def subset(self, positions: np.ndarray) -> ScoreStatistics:
-        """Not available: only federated plans ask for subsets, and they are refused."""
-        raise NotImplementedError(
-            "privconf_sklearn.dask computes no per-agent statistics (federated mechanisms)."
+        """The scores at ``positions`` of an agent's rows (in row order).
+
+        Only agents (:meth:`agents`) have subsets: the federated plans draw them.
+        """
+        if self._selections is None:
+            raise ValueError("Subsets are drawn from one agent's scores (agents()).")
+        positions = np.sort(np.asarray(positions, dtype=np.int64))
+        ends = np.cumsum(self._counts)
+        cuts = np.searchsorted(positions, np.concatenate(([0], ends)))
+        selections, counts = [], []
+        for i, selection in enumerate(self._selections):
+            if selection.positions is not None:
+                raise ValueError("No federated plan draws a subset of a subset.")
+            local = positions[cuts[i] : cuts[i + 1]] - (ends[i] - self._counts[i])
+            selections.append(_Selection(selection.label, local))
+            counts.append(local.shape[0])
+        return self._view(selections, np.asarray(counts, dtype=np.int64))
+
+    def agents(self) -> list[ScoreStatistics]:
+        """One view per agent, agents ordered by their sorted ids (one pass over the ids).
+
+        Raises the in-memory errors for bad ids (NaN, booleans, ids that cannot be
+        sorted, fewer than two agents), of the first bad partition.
+        """
+        import dask
+        from dask import delayed
+
+        parts = self._partitions
+        if parts.groups is None:
+            return super().agents()
+        found = dask.compute(
+            *(
+                delayed(_agent_counts)(g, (start, start + length))
+                for g, start, length in zip(parts.groups, parts.starts, parts.lengths, strict=True)
+            )
         )
+        for part in found:
+            if isinstance(part, Exception):
+                raise part
+        labels = distinct_agent_ids(np.concatenate([ids for ids, _ in found]))
+        check_agent_count(labels)
+        table = np.zeros((len(found), labels.shape[0]), dtype=np.int64)
+        for i, (ids, counts) in enumerate(found):
+            table[i, np.searchsorted(labels, ids)] = counts
+        return [
+            self._view([_Selection(label) for _ in found], table[:, j])
+            for j, label in enumerate(labels)
+        ]
 
 
 class _DaskRankCounter(RankCounter):
@@ -334,17 +438,17 @@ class _DaskRankCounter(RankCounter):
         self._cumulative: np.ndarray | None = None
         dyadic = lower == 0.0 and upper == 1.0 and statistics.n_samples >= HISTOGRAM_MIN_SCORES
         if dyadic:
-            parts = statistics.map_partitions(_dyadic_histogram, lower, upper)
+            parts = statistics.map_scores(_dyadic_histogram, lower, upper)
             histograms = [h for h, _, _ in parts if h is not None]
             self._cumulative = np.cumsum(_total(histograms))
         else:
-            parts = statistics.map_partitions(_count_at_most, (lower, upper))
+            parts = statistics.map_scores(_count_at_most, (lower, upper))
         self._at_most_left = sum(int(p[-2]) for p in parts)
         self._at_most_right = sum(int(p[-1]) for p in parts)
 
     def _gather_if_small(self) -> None:
         if self._local is None and self._at_most_right - self._at_most_left <= FETCH_LIMIT:
-            parts = self._statistics.map_partitions(_scores_between, self._left, self._right)
+            parts = self._statistics.map_scores(_scores_between, self._left, self._right)
             scores = np.concatenate(parts)
             self._local = ScoreArray._checked(scores).rank_counter(self._left, self._right)
             self._offset = self._at_most_left  # the local counts start above ``left``
@@ -361,7 +465,7 @@ class _DaskRankCounter(RankCounter):
         self._gather_if_small()
         if self._local is not None:
             return self._offset + self._local.count_at_most(point)
-        return int(sum(c[0] for c in self._statistics.map_partitions(_count_at_most, (point,))))
+        return int(sum(c[0] for c in self._statistics.map_scores(_count_at_most, (point,))))
 
     def narrow(self, keep_lower_half: bool, count: int) -> None:
         """Keep the lower (or upper) half at the last point asked."""

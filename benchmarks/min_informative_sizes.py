@@ -72,7 +72,7 @@ MECHANISMS: list[tuple[str, Factory, Factory]] = [
     ),
     (
         "FedCP2-QQ, per agent",
-        lambda e: FedCP2QQ(e, n_bins=100, n_agents=N_AGENTS),
+        lambda e: FedCP2QQ(e, n_bins=100, scaling="paper", n_agents=N_AGENTS),
         lambda e: FedCP2QQ(e, n_agents=N_AGENTS),
     ),
 ]

@@ -82,7 +82,9 @@ def _split(epsilon):
 
 
 def _exponq(epsilon):
-    return ExponQ(epsilon=epsilon)
+    # The paper's method: Angelopoulos et al.'s sensitivity-scaled utility (the tight
+    # scaling, this library's default, is compared in benchmarks/utility_table.py).
+    return ExponQ(epsilon=epsilon, scaling="paper")
 
 
 def _pcoqs_paper_rho(epsilon):
@@ -102,7 +104,7 @@ def _pcoqs_honest_inflated(epsilon):
 
 
 def _dp_aps(epsilon):
-    return DPAPS(epsilon=epsilon)
+    return DPAPS(epsilon=epsilon, n_bins=20)  # the contract-cards paper's grid
 
 
 def _exponq_public(scores, alpha, epsilon, rng):

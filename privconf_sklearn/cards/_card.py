@@ -50,7 +50,7 @@ from ._records import (
     Selection,
     Signature,
     TrainingPrivacy,
-    checked,
+    accepts,
     decode_field,
     optional,
     schema_of,
@@ -182,7 +182,10 @@ def make_entry(mechanism, configuration, calibration, group=None, bound=None, re
     which an estimator may extend with data-dependent counts.
     """
     n = int(calibration.n_samples)
-    lower_bound, confidence = bound or (calibration.coverage_lower_bound, calibration.lower_bound_confidence)
+    lower_bound, confidence = bound or (
+        calibration.coverage_lower_bound,
+        calibration.lower_bound_confidence,
+    )
     reason = "" if calibration.feasible else NO_ROWS
     if n and not calibration.feasible:
         sizes = configuration.agent_sizes
@@ -300,20 +303,33 @@ class ContractCard(Record):
     True
     """
 
-    contract: Contract | None = checked(optional([Nested(Contract)]))
-    configuration: Configuration = checked([Nested(Configuration)])
-    training_privacy: TrainingPrivacy = checked([Nested(TrainingPrivacy)])
-    calibration_privacy: PrivacyGuarantee = checked([Nested(PrivacyGuarantee)])
-    calibrations: tuple[CalibrationEntry, ...] = checked([Items(Nested(CalibrationEntry))])
-    clauses: tuple[Clause, ...] = checked([Items(Nested(Clause), max_length=len(CLAUSES))])
-    decision: str = checked([Options("feasible", "infeasible", "unchecked")])
-    selection: Selection | None = checked(optional([Nested(Selection)]), default=None)
-    diagnostics: Diagnostics = checked([Nested(Diagnostics)], default_factory=Diagnostics)
-    owner_diagnostics: dict[str, Any] = checked(
-        [InstanceOf(dict, "dict")], default_factory=dict, compare=False, repr=False
+    contract: Contract | None = field(metadata=accepts(optional([Nested(Contract)])))
+    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
+    training_privacy: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
+    calibration_privacy: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
+    calibrations: tuple[CalibrationEntry, ...] = field(
+        metadata=accepts([Items(Nested(CalibrationEntry))])
     )
-    signature: Signature | None = checked(optional([Nested(Signature)]), default=None)
-    formal_sha256: str = checked(TEXT, default="")
+    clauses: tuple[Clause, ...] = field(
+        metadata=accepts([Items(Nested(Clause), max_length=len(CLAUSES))])
+    )
+    decision: str = field(metadata=accepts([Options("feasible", "infeasible", "unchecked")]))
+    selection: Selection | None = field(
+        metadata=accepts(optional([Nested(Selection)])), default=None
+    )
+    diagnostics: Diagnostics = field(
+        metadata=accepts([Nested(Diagnostics)]), default_factory=Diagnostics
+    )
+    owner_diagnostics: dict[str, Any] = field(
+        metadata=accepts([InstanceOf(dict, "dict")]),
+        default_factory=dict,
+        compare=False,
+        repr=False,
+    )
+    signature: Signature | None = field(
+        metadata=accepts(optional([Nested(Signature)])), default=None
+    )
+    formal_sha256: str = field(metadata=accepts(TEXT), default="")
     _estimator: Any = field(default=None, init=False, compare=False, repr=False)
 
     def _check(self) -> None:
@@ -353,8 +369,7 @@ class ContractCard(Record):
     def _entry(self) -> CalibrationEntry:
         if self.configuration.mondrian is not None:
             raise AttributeError(
-                "a Mondrian card has one certificate and release per group: use "
-                "card.calibrations."
+                "a Mondrian card has one certificate and release per group: use card.calibrations."
             )
         return self.calibrations[0]
 
@@ -548,9 +563,9 @@ class ContractCard(Record):
         public, owner = split_details(calibration)
         if mondrian:
             parts = [split_details(release) for _, release, _ in releases]
-            public.update(groups=[p for p, _ in parts])
+            public.update(groups=tuple(p for p, _ in parts))
             if any(o for _, o in parts):
-                owner.update(groups=[o for _, o in parts])
+                owner.update(groups=tuple(o for _, o in parts))
         source = "public"
         if task == "regression" and estimator.score_bounds is None:
             source = "calibration data"
@@ -729,7 +744,9 @@ class ContractCard(Record):
             missing, unknown or invalid (the message names its path).
         """
         required = ("schema", "schema_version", "formal", "formal_sha256")
-        data = _fields(decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics"))
+        data = _fields(
+            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
+        )
         version = data["schema_version"]
         if data["schema"] != SCHEMA or type(version) is not int or version != SCHEMA_VERSION:
             raise CardFormatError(
@@ -743,7 +760,9 @@ class ContractCard(Record):
             **formal,
             "training_privacy": privacy["training"],
             "calibration_privacy": privacy["calibration"],
-            "diagnostics": Diagnostics() if data.get("diagnostics") is None else data["diagnostics"],
+            "diagnostics": Diagnostics()
+            if data.get("diagnostics") is None
+            else data["diagnostics"],
             "owner_diagnostics": data.get("owner_diagnostics", {}),
             "signature": data.get("signature"),
             "formal_sha256": data["formal_sha256"],
@@ -752,7 +771,9 @@ class ContractCard(Record):
         try:
             return cls(
                 **{
-                    name: decode_field(schema[name], values[name], _PATHS.get(name, f"formal.{name}"))
+                    name: decode_field(
+                        schema[name], values[name], _PATHS.get(name, f"formal.{name}")
+                    )
                     for name in schema
                 }
             )

@@ -11,10 +11,10 @@ guide defines each. Margins are signed slack, ``>= 0`` exactly when the clause h
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._validation import Interval, Options
-from ._records import BUDGET, FLAG, SIGNED, TEXT, Record, checked, optional
+from ._records import BUDGET, FLAG, SIGNED, TEXT, Record, accepts, optional
 
 __all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
 
@@ -55,11 +55,11 @@ class Contract(Record):
     Contract(target_coverage=0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=0.001, delta=0.0)
     """
 
-    target_coverage: float = checked([Interval("real", 0, 1, closed="neither")])
-    max_epsilon_train: float = checked(BUDGET)
-    max_epsilon_cal: float = checked(BUDGET)
-    beta: float = checked(_BELOW_ONE)
-    delta: float = checked(_BELOW_ONE, default=0.0)
+    target_coverage: float = field(metadata=accepts([Interval("real", 0, 1, closed="neither")]))
+    max_epsilon_train: float = field(metadata=accepts(BUDGET))
+    max_epsilon_cal: float = field(metadata=accepts(BUDGET))
+    beta: float = field(metadata=accepts(_BELOW_ONE))
+    delta: float = field(metadata=accepts(_BELOW_ONE), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,12 @@ class Clause(Record):
         Whether the clause holds.
     """
 
-    name: str = checked([Options(*CLAUSES)])
-    requirement: str = checked(TEXT)
-    value: float | None = checked(optional(BUDGET))
-    bound: float | None = checked(optional(BUDGET))
-    margin: float | None = checked(optional(SIGNED))
-    satisfied: bool = checked(FLAG)
+    name: str = field(metadata=accepts([Options(*CLAUSES)]))
+    requirement: str = field(metadata=accepts(TEXT))
+    value: float | None = field(metadata=accepts(optional(BUDGET)))
+    bound: float | None = field(metadata=accepts(optional(BUDGET)))
+    margin: float | None = field(metadata=accepts(optional(SIGNED)))
+    satisfied: bool = field(metadata=accepts(FLAG))
 
 
 def _at_least(name: str, requirement: str, value: float, bound: float) -> Clause:

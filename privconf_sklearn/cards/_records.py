@@ -1,6 +1,6 @@
 """The records of a contract card (the contract-cards paper's Table 1) and their schema.
 
-Every field is declared once, with :func:`checked`: the types and ranges it accepts.
+Every field is declared once, with :func:`accepts`: the types and ranges it accepts.
 That one declaration validates a record when it is built (``TypeError`` /
 ``ValueError`` naming the field), writes it (:func:`to_plain`) and reads it back
 (:func:`from_plain`: ``CardFormatError`` naming the JSON path), so a card read from JSON
@@ -78,15 +78,19 @@ class Items(Check):
         super().__init__(
             f"a sequence of {length or f'at most {max_length}'} items, each {each}",
             lambda values: isinstance(values, list | tuple | np.ndarray),
-            lambda values: len(values) <= max_length
-            and length in (None, len(values))
-            and all(self.option(v) is not None for v in values),
+            lambda values: (
+                len(values) <= max_length
+                and length in (None, len(values))
+                and all(self.option(v) is not None for v in values)
+            ),
             lambda values: tuple(self.option(v).convert(v) for v in values),
         )
 
     def option(self, value):
         """The first option accepting ``value``, or None."""
-        return next((o for o in self.options if o.accepts_type(value) and o.accepts_value(value)), None)
+        return next(
+            (o for o in self.options if o.accepts_type(value) and o.accepts_value(value)), None
+        )
 
 
 class Nested(InstanceOf):
@@ -128,13 +132,13 @@ def hex_digits(length: int) -> Check:
 
 
 # ----------------------------------------------------------------------- schema
-def checked(constraints: list, **kwargs) -> Any:
-    """A dataclass field and its entry in the schema: the constraints its values meet."""
-    return field(metadata={"schema": constraints}, **kwargs)
+def accepts(constraints: list) -> dict[str, list]:
+    """A field's metadata: its entry in the schema, the constraints its values meet."""
+    return {"schema": constraints}
 
 
 #: The schema of a calibration guarantee (a class of the privacy layer).
-GUARANTEE = {
+GUARANTEE: dict[str, list] = {
     "notion": [Options("pure", "zcdp", "local", "none")],
     "epsilon": BUDGET,
     "delta": UNIT,
@@ -184,7 +188,9 @@ def decode_field(options: list, value: Any, path: str) -> Any:
         return value if nested is None else from_plain(nested.kind, value, path)
     items = next((o for o in options if isinstance(o, Items)), None)
     if isinstance(value, tuple) and items is not None and len(value) <= MAX_ITEMS:
-        return tuple(decode_field(list(items.options), v, f"{path}[{i}]") for i, v in enumerate(value))
+        return tuple(
+            decode_field(list(items.options), v, f"{path}[{i}]") for i, v in enumerate(value)
+        )
     return value
 
 
@@ -225,8 +231,8 @@ class ComponentSpec(Record):
         Parameters as plain values (other objects as ``{"$repr": ...}``).
     """
 
-    name: str = checked(TEXT)
-    params: dict[str, Any] = checked([InstanceOf(dict, "dict")])
+    name: str = field(metadata=accepts(TEXT))
+    params: dict[str, Any] = field(metadata=accepts([InstanceOf(dict, "dict")]))
 
     @classmethod
     def of(cls, component) -> ComponentSpec:
@@ -260,17 +266,21 @@ class Configuration(Record):
         With ``mondrian``: ``"public"`` or the ``PrivateGroupSizes`` that released them.
     """
 
-    task: str = checked([Options("classification", "regression", "unspecified")])
-    alpha: float = checked(OPEN_UNIT)
-    nominal_coverage: float = checked(OPEN_UNIT)
-    n_samples: int = checked(SIZE)
-    mechanism: ComponentSpec = checked([Nested(ComponentSpec)])
-    conformity_score: ComponentSpec | None = checked(optional([Nested(ComponentSpec)]), default=None)
-    estimator: str | None = checked(optional(TEXT), default=None)
-    agent_sizes: tuple[int, ...] | None = checked(optional([Items(*SIZE)]), default=None)
-    mondrian: str | None = checked(optional(TEXT), default=None)
-    group_sizes: str | ComponentSpec | None = checked(
-        [NoneValue(), Options("public"), Nested(ComponentSpec)], default=None
+    task: str = field(metadata=accepts([Options("classification", "regression", "unspecified")]))
+    alpha: float = field(metadata=accepts(OPEN_UNIT))
+    nominal_coverage: float = field(metadata=accepts(OPEN_UNIT))
+    n_samples: int = field(metadata=accepts(SIZE))
+    mechanism: ComponentSpec = field(metadata=accepts([Nested(ComponentSpec)]))
+    conformity_score: ComponentSpec | None = field(
+        metadata=accepts(optional([Nested(ComponentSpec)])), default=None
+    )
+    estimator: str | None = field(metadata=accepts(optional(TEXT)), default=None)
+    agent_sizes: tuple[int, ...] | None = field(
+        metadata=accepts(optional([Items(*SIZE)])), default=None
+    )
+    mondrian: str | None = field(metadata=accepts(optional(TEXT)), default=None)
+    group_sizes: str | ComponentSpec | None = field(
+        metadata=accepts([NoneValue(), Options("public"), Nested(ComponentSpec)]), default=None
     )
 
     def _check(self) -> None:
@@ -296,9 +306,9 @@ class TrainingPrivacy(Record):
         Where the numbers come from (a diffprivlib model's ``epsilon``, the user...).
     """
 
-    epsilon: float = checked(BUDGET)
-    delta: float = checked(UNIT)
-    source: str = checked(TEXT)
+    epsilon: float = field(metadata=accepts(BUDGET))
+    delta: float = field(metadata=accepts(UNIT))
+    source: str = field(metadata=accepts(TEXT))
 
 
 @dataclass(frozen=True)
@@ -319,11 +329,11 @@ class Certificate(Record):
         Why the level is unreachable, or empty.
     """
 
-    lower_bound: float = checked(UNIT)
-    confidence: float = checked(UNIT)
-    marginal_lower_bound: float = checked(UNIT)
-    level_reachable: bool = checked(FLAG)
-    reason: str = checked(TEXT)
+    lower_bound: float = field(metadata=accepts(UNIT))
+    confidence: float = field(metadata=accepts(UNIT))
+    marginal_lower_bound: float = field(metadata=accepts(UNIT))
+    level_reachable: bool = field(metadata=accepts(FLAG))
+    reason: str = field(metadata=accepts(TEXT))
 
     def _check(self) -> None:
         if self.marginal_lower_bound != marginal_lower_bound(self.lower_bound, self.confidence):
@@ -367,16 +377,20 @@ class Release(Record):
         Why the release is uninformative or its coverage does not hold, or empty.
     """
 
-    threshold: float = checked(UNIT)
-    threshold_score_units: float | None = checked(optional([Interval("real")]))
-    score_bounds: tuple[float, float] | None = checked(optional([Items(Interval("real"), length=2)]))
-    score_bounds_source: str | None = checked(optional([Options("public", "calibration data")]))
-    target_level: float | None = checked(optional([Interval("real", 0, None)]))
-    coverage_upper_bound: float | None = checked(optional(UNIT))
-    upper_bound_atom_slope: float = checked([Interval("real", 0, None)])
-    informative: bool = checked(FLAG)
-    coverage_holds: bool = checked(FLAG)
-    reason: str = checked(TEXT)
+    threshold: float = field(metadata=accepts(UNIT))
+    threshold_score_units: float | None = field(metadata=accepts(optional([Interval("real")])))
+    score_bounds: tuple[float, float] | None = field(
+        metadata=accepts(optional([Items(Interval("real"), length=2)]))
+    )
+    score_bounds_source: str | None = field(
+        metadata=accepts(optional([Options("public", "calibration data")]))
+    )
+    target_level: float | None = field(metadata=accepts(optional([Interval("real", 0, None)])))
+    coverage_upper_bound: float | None = field(metadata=accepts(optional(UNIT)))
+    upper_bound_atom_slope: float = field(metadata=accepts([Interval("real", 0, None)]))
+    informative: bool = field(metadata=accepts(FLAG))
+    coverage_holds: bool = field(metadata=accepts(FLAG))
+    reason: str = field(metadata=accepts(TEXT))
 
     def _check(self) -> None:
         bounds = self.score_bounds
@@ -409,10 +423,10 @@ class CalibrationEntry(Record):
         The release (None for a configuration never calibrated).
     """
 
-    group: Any = checked([NoneValue(), ANY_VALUE])
-    n_samples: int = checked([Interval("integer", 0, MAX_SAMPLES)])
-    certificate: Certificate = checked([Nested(Certificate)])
-    release: Release | None = checked(optional([Nested(Release)]))
+    group: Any = field(metadata=accepts([NoneValue(), ANY_VALUE]))
+    n_samples: int = field(metadata=accepts([Interval("integer", 0, MAX_SAMPLES)]))
+    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
+    release: Release | None = field(metadata=accepts(optional([Nested(Release)])))
 
 
 @dataclass(frozen=True)
@@ -441,14 +455,16 @@ class Candidate(Record):
         Why it was dominated or skipped, or empty.
     """
 
-    index: int = checked(COUNT)
-    configuration: Configuration = checked([Nested(Configuration)])
-    training: TrainingPrivacy = checked([Nested(TrainingPrivacy)])
-    calibration: PrivacyGuarantee = checked([Nested(PrivacyGuarantee)])
-    certificate: Certificate = checked([Nested(Certificate)])
-    formally_feasible: bool = checked(FLAG)
-    status: str = checked([Options("infeasible", "dominated", "skipped", "evaluated", "chosen")])
-    note: str = checked(TEXT)
+    index: int = field(metadata=accepts(COUNT))
+    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
+    training: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
+    calibration: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
+    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
+    formally_feasible: bool = field(metadata=accepts(FLAG))
+    status: str = field(
+        metadata=accepts([Options("infeasible", "dominated", "skipped", "evaluated", "chosen")])
+    )
+    note: str = field(metadata=accepts(TEXT))
 
 
 @dataclass(frozen=True)
@@ -475,21 +491,28 @@ class Selection(Record):
         Every grid configuration.
     """
 
-    rule: str = checked(TEXT)
-    calibration_split: str = checked([Options("disjoint", "shared")])
-    n_checked: int = checked(COUNT)
-    n_formally_feasible: int = checked(COUNT)
-    n_selected: int = checked(COUNT)
-    n_evaluated: int = checked(COUNT)
-    chosen_index: int | None = checked(optional(COUNT))
-    best_coverage_margin: float = checked([Interval("real", -1, 1)])
-    spent_epsilon_cal: float = checked(BUDGET)
-    spent_delta_cal: float = checked(UNIT)
-    candidates: tuple[Candidate, ...] = checked([Items(Nested(Candidate))])
+    rule: str = field(metadata=accepts(TEXT))
+    calibration_split: str = field(metadata=accepts([Options("disjoint", "shared")]))
+    n_checked: int = field(metadata=accepts(COUNT))
+    n_formally_feasible: int = field(metadata=accepts(COUNT))
+    n_selected: int = field(metadata=accepts(COUNT))
+    n_evaluated: int = field(metadata=accepts(COUNT))
+    chosen_index: int | None = field(metadata=accepts(optional(COUNT)))
+    best_coverage_margin: float = field(metadata=accepts([Interval("real", -1, 1)]))
+    spent_epsilon_cal: float = field(metadata=accepts(BUDGET))
+    spent_delta_cal: float = field(metadata=accepts(UNIT))
+    candidates: tuple[Candidate, ...] = field(metadata=accepts([Items(Nested(Candidate))]))
 
 
 #: The empirical diagnostics, in the order cards show them.
-EMPIRICAL = ("n_test", "empirical_coverage", "mean_set_size", "singleton_rate", "accuracy", "mean_width")
+EMPIRICAL = (
+    "n_test",
+    "empirical_coverage",
+    "mean_set_size",
+    "singleton_rate",
+    "accuracy",
+    "mean_width",
+)
 _MEASURE = optional([Interval("real", 0, None)])
 _DIAGNOSTICS: list = []  # the candidates' form, once the class exists
 
@@ -519,15 +542,19 @@ class Diagnostics(Record):
         Diagnostics of every configuration a search evaluated.
     """
 
-    n_test: int | None = checked(optional([Interval("integer", 0, None)]), default=None)
-    empirical_coverage: float | None = checked(optional(UNIT), default=None)
-    mean_set_size: float | None = checked(_MEASURE, default=None)
-    singleton_rate: float | None = checked(optional(UNIT), default=None)
-    accuracy: float | None = checked(optional(UNIT), default=None)
-    mean_width: float | None = checked(_MEASURE, default=None)
-    mechanism_details: dict[str, Any] = checked([InstanceOf(dict, "dict")], default_factory=dict)
-    candidate_index: int | None = checked(optional(COUNT), default=None)
-    candidates: tuple[Diagnostics, ...] = checked(_DIAGNOSTICS, default=())
+    n_test: int | None = field(
+        metadata=accepts(optional([Interval("integer", 0, None)])), default=None
+    )
+    empirical_coverage: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    mean_set_size: float | None = field(metadata=accepts(_MEASURE), default=None)
+    singleton_rate: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    accuracy: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    mean_width: float | None = field(metadata=accepts(_MEASURE), default=None)
+    mechanism_details: dict[str, Any] = field(
+        metadata=accepts([InstanceOf(dict, "dict")]), default_factory=dict
+    )
+    candidate_index: int | None = field(metadata=accepts(optional(COUNT)), default=None)
+    candidates: tuple[Diagnostics, ...] = field(metadata=accepts(_DIAGNOSTICS), default=())
 
 
 _DIAGNOSTICS.append(Items(Nested(Diagnostics)))
@@ -548,6 +575,6 @@ class Signature(Record):
         The signature (128 hex digits) of the bytes ``formal_sha256`` is taken over.
     """
 
-    algorithm: str = checked([Options("ed25519")])
-    public_key: str = checked([hex_digits(64)])
-    value: str = checked([hex_digits(128)])
+    algorithm: str = field(metadata=accepts([Options("ed25519")]))
+    public_key: str = field(metadata=accepts([hex_digits(64)]))
+    value: str = field(metadata=accepts([hex_digits(128)]))

@@ -24,7 +24,7 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._base import BasePrivateConformal
-from .._validation import InstanceOf, Interval, Options, validate_params
+from .._validation import InstanceOf, Options, validate_params
 from ._card import (
     ContractCard,
     configuration_of,
@@ -34,8 +34,16 @@ from ._card import (
 )
 from ._codec import canonical_bytes
 from ._contract import Contract, check_contract
-from ._records import EMPIRICAL, SIZE, CalibrationEntry, Candidate, Certificate, Diagnostics, Items
-from ._records import Selection
+from ._records import (
+    EMPIRICAL,
+    SIZE,
+    CalibrationEntry,
+    Candidate,
+    Certificate,
+    Diagnostics,
+    Items,
+    Selection,
+)
 from ._training import check_stated, training_privacy
 
 __all__ = ["CertificateAwareSearch"]
@@ -317,9 +325,15 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         for position, (estimator, candidate) in enumerate(screened):
             status = statuses[candidate.index]
             if status is None:
-                screened[position] = (estimator, replace(candidate, note="admissible, not calibrated"))
+                screened[position] = (
+                    estimator,
+                    replace(candidate, note="admissible, not calibrated"),
+                )
             elif status != "infeasible":
-                screened[position] = (estimator, replace(candidate, status="dominated", note=status))
+                screened[position] = (
+                    estimator,
+                    replace(candidate, status="dominated", note=status),
+                )
         return screened
 
     def screen(self) -> tuple[Candidate, ...]:
@@ -347,7 +361,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         )
         for candidate in order:
             n = candidate.configuration.n_samples
-            spend = composed_spend([c.calibration for c, _ in plan] + [candidate.calibration], "shared")
+            spend = composed_spend(
+                [c.calibration for c, _ in plan] + [candidate.calibration], "shared"
+            )
             if self.calibration_split == "disjoint" and n > n_rows - used:
                 notes[candidate.index] = f"needs {n} calibration rows, {n_rows - used} left"
             elif self.calibration_split == "shared" and n > n_rows:
@@ -398,7 +414,11 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 calibrations=[entry],
                 selection=selection,
             )
-            self.candidates_, self.best_index_, self.best_estimator_ = selection.candidates, None, None
+            self.candidates_, self.best_index_, self.best_estimator_ = (
+                selection.candidates,
+                None,
+                None,
+            )
             return self
         X, y = indexable(X, y)
         n_rows = _num_samples(X)

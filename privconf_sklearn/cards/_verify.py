@@ -157,7 +157,8 @@ def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuara
     if recorded.adjacency in ADJACENCIES and recorded.adjacency != planned.adjacency:
         planned = planned.under(recorded.adjacency)
     same = (recorded.notion, recorded.adjacency) == (planned.notion, planned.adjacency) and all(
-        _close(getattr(recorded, name), getattr(planned, name)) for name in ("epsilon", "delta", "rho")
+        _close(getattr(recorded, name), getattr(planned, name))
+        for name in ("epsilon", "delta", "rho")
     )
     if same and (recorded.holds, recorded.description) == (planned.holds, planned.description):
         return recorded
@@ -171,21 +172,26 @@ def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuara
 def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     """The calibration entries with recomputed certificates (Mondrian: per group)."""
     sizes = _group_sizes(configuration.group_sizes) if configuration.mondrian else None
-    private = isinstance(sizes, PrivateGroupSizes)
-    declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
+    private = sizes if isinstance(sizes, PrivateGroupSizes) else None
+    declared = None if private is None else private.group_ids
     if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
         problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
-    alpha, floor, entries = configuration.alpha, None, []
+    alpha, entries = configuration.alpha, []
+    floors: list[float] = []  # L_floor, computed once
     for index, entry in enumerate(card.calibrations):
         n = entry.n_samples if configuration.mondrian else configuration.n_samples
         values: tuple = (1.0, 1.0, False, NO_ROWS)
         if n:
             planned = planned_certificate(mechanism, n, alpha, configuration.agent_sizes)
             values = (planned.lower_bound, planned.confidence, planned.feasible, planned.reason)
-        if private and n:  # (1 - beta) L_floor if informative, else 1 (the trivial set)
-            if informative := entry.release is not None and entry.release.informative:
-                floor = floor or private_sizes_coverage_floor(mechanism, alpha, configuration.n_samples)
-            values = ((1.0 - sizes.beta) * floor if informative else 1.0, 1.0, *values[2:])
+        if private is not None and n:  # (1 - beta) L_floor if informative, else 1
+            informative = entry.release is not None and entry.release.informative
+            if informative and not floors:
+                floors.append(
+                    private_sizes_coverage_floor(mechanism, alpha, configuration.n_samples)
+                )
+            bound = (1.0 - private.beta) * floors[0] if informative else 1.0
+            values = (bound, 1.0, *values[2:])
         certificate = _certificate(entry.certificate, *values)
         release = entry.release
         if release is not None and not certificate.level_reachable and release.threshold != 1.0:
@@ -270,8 +276,16 @@ def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard
 
 def _differences(recorded: Any, expected: Any, path: str) -> list[str]:
     """Every path at which two plain values differ."""
-    if isinstance(recorded, dict) and isinstance(expected, dict) and recorded.keys() == expected.keys():
-        return [p for key in recorded for p in _differences(recorded[key], expected[key], f"{path}.{key}")]
+    if (
+        isinstance(recorded, dict)
+        and isinstance(expected, dict)
+        and recorded.keys() == expected.keys()
+    ):
+        return [
+            p
+            for key in recorded
+            for p in _differences(recorded[key], expected[key], f"{path}.{key}")
+        ]
     if isinstance(recorded, list) and isinstance(expected, list) and len(recorded) == len(expected):
         pairs = enumerate(zip(recorded, expected, strict=True))
         return [p for i, (a, b) in pairs for p in _differences(a, b, f"{path}[{i}]")]
@@ -288,7 +302,9 @@ def _short(value: Any) -> str:
 def _load(card: Any) -> ContractCard:
     if isinstance(card, ContractCard):
         return card
-    if isinstance(card, os.PathLike) or (isinstance(card, str) and not card.lstrip().startswith("{")):
+    if isinstance(card, os.PathLike) or (
+        isinstance(card, str) and not card.lstrip().startswith("{")
+    ):
         return ContractCard.load(card)  # a card's JSON text is an object: others name files
     if isinstance(card, str | bytes):
         return ContractCard.from_json(card)

@@ -89,7 +89,7 @@ def test_card_records_every_group_and_the_composed_guarantee(adjacency):
 
 def test_contract_must_hold_in_every_group_and_trivial_groups_are_flagged():
     estimator = _fitted()
-    rare = [e for e in estimator.card_.calibrations if e.group == 2][0]
+    rare = next(e for e in estimator.card_.calibrations if e.group == 2)
     assert rare.n_samples < ExponQ(epsilon=1.0).min_informative_samples(
         0.1
     )  # too few for ExponQ at epsilon 1, alpha 0.1
@@ -227,3 +227,16 @@ def test_callable_groups_regression_card():
     assert "second_column_positive" in card.to_markdown()
     renamed = _edit(card.to_json(), lambda f: f["calibrations"][0].update(group=7))
     assert any("group_ids" in p for p in verify_card(renamed).problems)
+
+
+def test_coverage_clause_is_the_worst_groups():
+    # P-COQS's bound grows with n: the rare class (33 rows) certifies far less.
+    card = ContractCard.from_estimator(_fitted(PCOQS(rho=0.5)), CONTRACT)
+    bounds = [e.certificate.marginal_lower_bound for e in card.calibrations]
+    assert min(bounds[:2]) >= CONTRACT.target_coverage > bounds[2]
+    coverage = card.clauses[0]
+    assert not coverage.satisfied and coverage.value == bounds[2]
+    assert coverage.margin == pytest.approx(bounds[2] - CONTRACT.target_coverage)
+    assert coverage.requirement.endswith("in every group; fails in groups 2")
+    result = verify_card(card.to_json())
+    assert result.status == "rejected" and result.failed_clauses[0].name == "coverage"

@@ -52,6 +52,7 @@ from ._records import (
     TrainingPrivacy,
     accepts,
     decode_field,
+    json_object,
     optional,
     schema_of,
     to_plain,
@@ -744,7 +745,7 @@ class ContractCard(Record):
             missing, unknown or invalid (the message names its path).
         """
         required = ("schema", "schema_version", "formal", "formal_sha256")
-        data = _fields(
+        data = json_object(
             decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
         )
         version = data["schema_version"]
@@ -754,8 +755,8 @@ class ContractCard(Record):
                 f"{data['schema']!r}, version {version!r}."
             )
         names = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
-        formal = _fields(data["formal"], "formal", (*names, "selection"))
-        privacy = _fields(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
+        formal = json_object(data["formal"], "formal", (*names, "selection"))
+        privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
         values = {
             **formal,
             "training_privacy": privacy["training"],
@@ -850,15 +851,3 @@ def _check_groups(configuration: Configuration, entries) -> None:
         raise ValueError(f"public group sizes sum to {sum(sizes)}, not n_samples.")
     if max(sizes) > configuration.n_samples:
         raise ValueError("a group's released size exceeds the calibration size.")
-
-
-def _fields(data: Any, path: str, required: tuple, allowed: tuple = ()) -> dict:
-    """``data``: an object with the fields ``required`` and perhaps ``allowed``."""
-    if not isinstance(data, dict):
-        raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
-    missing, unknown = set(required) - set(data), set(data) - {*required, *allowed}
-    if missing or unknown:
-        raise CardFormatError(
-            f"{path}: unknown fields {sorted(unknown)[:10]}, missing fields {sorted(missing)}."
-        )
-    return dict(data)

@@ -194,14 +194,21 @@ def decode_field(options: list, value: Any, path: str) -> Any:
     return value
 
 
-def from_plain(cls: type, data: Any, path: str) -> Any:
-    """The record ``cls`` from decoded JSON; every error names the JSON path."""
+def json_object(data: Any, path: str, required, optional_fields=()) -> dict:
+    """``data``: a JSON object with the fields ``required`` and perhaps ``optional_fields``."""
     if not isinstance(data, dict):
         raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
-    schema = schema_of(cls)
-    unknown, missing = sorted(set(data) - set(schema)), [n for n in schema if n not in data]
+    missing = [name for name in required if name not in data]
+    unknown = sorted(set(data) - {*required, *optional_fields})
     if unknown or missing:
         raise CardFormatError(f"{path}: unknown fields {unknown[:10]}, missing fields {missing}.")
+    return dict(data)
+
+
+def from_plain(cls: type, data: Any, path: str) -> Any:
+    """The record ``cls`` from decoded JSON; every error names the JSON path."""
+    schema = schema_of(cls)
+    data = json_object(data, path, schema)
     values = {name: decode_field(schema[name], data[name], f"{path}.{name}") for name in schema}
     try:
         return Nested(cls).convert(cls(**values))

@@ -2,7 +2,7 @@
 
 The four combinations of Figure 4 of Angelopoulos et al. (2022, "Private Prediction
 Sets"): a non-private or a differentially private model (scikit-learn's or diffprivlib's
-logistic regression, epsilon_model = 8), calibrated by split conformal prediction or by
+Gaussian naive Bayes, epsilon_model = 8), calibrated by split conformal prediction or by
 ExponQ (epsilon_cal = 1). Simulated 10-class data; the models are trained once, and
 every repetition draws a fresh random split of the held-out rows into ``n_cal = 5000``
 calibration and test rows, as the paper's 1000 random splits of CIFAR-10 do.
@@ -13,11 +13,11 @@ the price of privacy lies mostly in training. A fully private pipeline is the
 "private model + ExponQ" combination.
 
 Features are scaled and every row is clipped to the unit ball before training, a
-public preprocessing that gives diffprivlib its ``data_norm = 1`` without reading the
-data.
-
-diffprivlib's LogisticRegression passes ``multi_class`` to scikit-learn, which removed it
-in 1.8: this example needs scikit-learn < 1.8.
+public preprocessing that gives diffprivlib its feature ``bounds = (-1, 1)`` without
+reading the data. (The paper's private model is a logistic regression; diffprivlib's
+``LogisticRegression`` cannot be constructed on scikit-learn >= 1.8, which removed the
+``multi_class`` argument it passes, so this example uses diffprivlib's ``GaussianNB``,
+which works on every supported scikit-learn.)
 
 Run:  python examples/plot_private_model_and_calibration.py [--quick] [--output DIR]
 The full run (500 splits) takes about 10 s; ``--quick`` (10 splits) a few seconds.
@@ -26,12 +26,11 @@ The full run (500 splits) takes about 10 s; ``--quick`` (10 splits) a few second
 from __future__ import annotations
 
 import argparse
-import warnings
 from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import make_classification
-from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import GaussianNB
 
 from privconf_sklearn import PrivateConformalClassifier, import_diffprivlib
 from privconf_sklearn.mechanisms import ExponQ, SplitConformal
@@ -54,17 +53,14 @@ def make_models(X_train, y_train, seed: int) -> dict:
     """The non-private and the private model.
 
     diffprivlib is imported through ``import_diffprivlib`` (which makes it importable on
-    scikit-learn >= 1.9); its LogisticRegression itself needs scikit-learn < 1.8.
+    scikit-learn >= 1.9). The feature bounds are public: every row lies in the unit ball.
     """
-    PrivateLogisticRegression = import_diffprivlib().models.LogisticRegression
-    with warnings.catch_warnings():
-        # diffprivlib 0.6.6 passes options that scipy >= 1.15 deprecates; not ours.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        private = PrivateLogisticRegression(
-            epsilon=EPSILON_MODEL, data_norm=1.0, max_iter=1000, random_state=seed
-        ).fit(X_train, y_train)
+    PrivateGaussianNB = import_diffprivlib().models.GaussianNB
+    private = PrivateGaussianNB(
+        epsilon=EPSILON_MODEL, bounds=(-1.0, 1.0), random_state=seed
+    ).fit(X_train, y_train)
     return {
-        "non-private model": LogisticRegression(max_iter=1000).fit(X_train, y_train),
+        "non-private model": GaussianNB().fit(X_train, y_train),
         f"private model (eps = {EPSILON_MODEL:g})": private,
     }
 

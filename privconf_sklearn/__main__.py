@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--alpha", type=_real(0.001, 0.999), default=0.1)
     demo.add_argument("--epsilon-model", type=_real(0.001, 1000.0), default=2.0)
     demo.add_argument("--epsilon-cal", type=_real(0.001, 1000.0), default=1.0)
-    demo.add_argument("--score", choices=["lac", "aps"], default="lac")
+    demo.add_argument("--score", choices=["lac", "aps", "aps_randomized", "raps"], default="lac")
     demo.add_argument(
         "--seed",
         type=_bounded_int(0, 2**32 - 1),

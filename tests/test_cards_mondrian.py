@@ -15,7 +15,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
-from privconf_sklearn.cards import Contract, ContractCard, verify_card
+from privconf_sklearn.cards import CertificateAwareSearch, Contract, ContractCard, verify_card
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, ExponQ, SplitConformal
 from privconf_sklearn.mondrian import PrivateGroupSizes
 
@@ -240,3 +240,16 @@ def test_coverage_clause_is_the_worst_groups():
     assert coverage.requirement.endswith("in every group; fails in groups 2")
     result = verify_card(card.to_json())
     assert result.status == "rejected" and result.failed_clauses[0].name == "coverage"
+
+
+def test_search_refuses_mondrian_templates_before_reading_data():
+    model, X, y = _data()
+    template = PrivateConformalClassifier(
+        model, mechanism=ExponQ(epsilon=1.0), mondrian="class", group_sizes="public"
+    )
+    search = CertificateAwareSearch(
+        template, contract=CONTRACT, param_grid={"alpha": [0.1], "calibration_size": [1000]}
+    )
+    with pytest.raises(ValueError, match="nor Mondrian calibration"):
+        search.fit(X, y)
+    assert not hasattr(search, "card_")

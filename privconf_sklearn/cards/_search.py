@@ -323,17 +323,12 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         screened = [self._candidate(index, dict(params)) for index, params in grid]
         statuses = formal_statuses([candidate for _, candidate in screened])
         for position, (estimator, candidate) in enumerate(screened):
-            status = statuses[candidate.index]
+            status = statuses[candidate.index]  # None: kept
             if status is None:
-                screened[position] = (
-                    estimator,
-                    replace(candidate, note="admissible, not calibrated"),
-                )
+                candidate = replace(candidate, note="admissible, not calibrated")
             elif status != "infeasible":
-                screened[position] = (
-                    estimator,
-                    replace(candidate, status="dominated", note=status),
-                )
+                candidate = replace(candidate, status="dominated", note=status)
+            screened[position] = (estimator, candidate)
         return screened
 
     def screen(self) -> tuple[Candidate, ...]:
@@ -414,11 +409,8 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 calibrations=[entry],
                 selection=selection,
             )
-            self.candidates_, self.best_index_, self.best_estimator_ = (
-                selection.candidates,
-                None,
-                None,
-            )
+            self.candidates_, self.best_index_ = selection.candidates, None
+            self.best_estimator_ = None
             return self
         X, y = indexable(X, y)
         n_rows = _num_samples(X)

@@ -134,6 +134,10 @@ def test_private_group_sizes_publish_only_the_released_sizes():
     for size in true_sizes:
         assert f" {size}," not in text and f"[{size}," not in text
     assert verify_card(card.to_json()).status == "rejected"
+    # A released size above the calibration size is impossible (m_h <= n).
+    n = card.configuration.n_samples
+    grown = _edit(card.to_json(), lambda f: f["calibrations"][0].update(n_samples=n + 1))
+    assert any("exceeds the calibration size" in p for p in verify_card(grown).problems)
     # The owner asks for the true sizes explicitly.
     with pytest.warns(UserWarning, match="NOT covered"):
         owner = json.loads(card.to_json(include_owner_diagnostics=True))

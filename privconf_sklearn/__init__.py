@@ -5,7 +5,7 @@ a private quantile mechanism, and get prediction sets or intervals with a stated
 coverage guarantee and a stated privacy guarantee for the calibration set.
 """
 
-from ._diffprivlib import import_diffprivlib, restore_removed_tree_aliases
+from ._diffprivlib import import_diffprivlib, prepare_diffprivlib
 from .cards import CertificateAwareSearch, Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import (
@@ -23,10 +23,10 @@ from .regression import (
 
 __version__ = "0.1.0"
 
-# diffprivlib 0.6.6 imports two aliases scikit-learn 1.9 removed; defining them (only where
-# missing, with their old values) lets `import diffprivlib` work after this package is
-# imported, without importing diffprivlib here (see privconf_sklearn._diffprivlib).
-restore_removed_tree_aliases()
+# diffprivlib 0.6.6 imports two aliases scikit-learn 1.9 removed: define them (only where
+# missing, with their old values), import diffprivlib if it can be, and order the warning
+# filters so that joblib workers run the same step (see privconf_sklearn._diffprivlib).
+prepare_diffprivlib()
 
 __all__ = [
     "Calibration",

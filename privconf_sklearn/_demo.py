@@ -67,8 +67,19 @@ def _format_privacy(privacy) -> str:
     return f"{privacy.epsilon:g}-{kind}DP"
 
 
-def _status(estimator, mechanism: QuantileMechanism, alpha: float, n_cal: int, n_agents: int):
-    """``"informative"``, or why the release is trivial and from which size it would not be."""
+def _status(
+    estimator,
+    mechanism: QuantileMechanism,
+    alpha: float,
+    n_cal: int,
+    n_agents: int,
+    quantile_at_top: bool,
+):
+    """``"informative"``, or why the release is trivial and from which size it would not be.
+
+    ``quantile_at_top``: the non-private split-conformal threshold is the top of the score
+    range, i.e. the scores themselves, not the noise or the size, make every set trivial.
+    """
     if estimator.calibration_.informative:
         return "informative"
     federated = mechanism.requires_groups
@@ -77,6 +88,8 @@ def _status(estimator, mechanism: QuantileMechanism, alpha: float, n_cal: int, n
     unit = "rows per agent" if federated else "calibration rows"
     if needed > have:
         return f"TRIVIAL: needs >= {needed} {unit} (has {have})"
+    if quantile_at_top:
+        return "TRIVIAL: the scores' quantile is the top of their range (try --score lac)"
     return f"TRIVIAL: the noise released the top (informative from {needed} {unit})"
 
 
@@ -152,6 +165,7 @@ def run_demo(
     print_fn(header)
     print_fn("-" * len(header))
     rows = []
+    quantile_at_top = False  # set by the first, non-private row (split conformal)
     for label, mechanism in demo_mechanisms(epsilon_cal, n_agents):
         accountant = BudgetAccountant(spent_budget=model_accountant.spent_budget)
         estimator = PrivateConformalClassifier(
@@ -170,6 +184,8 @@ def run_demo(
             )
         sets = estimator.predict_set(X_test)
         calibration = estimator.calibration_
+        if isinstance(mechanism, SplitConformal):
+            quantile_at_top = not calibration.informative
         total = accountant.total()[0]
         row = {
             "mechanism": label,
@@ -180,7 +196,7 @@ def run_demo(
             "threshold": estimator.threshold_,
             "coverage_lower_bound": calibration.coverage_lower_bound,
             "epsilon_total": total,
-            "status": _status(estimator, mechanism, alpha, n_cal, n_agents),
+            "status": _status(estimator, mechanism, alpha, n_cal, n_agents, quantile_at_top),
             "estimator": estimator,
         }
         rows.append(row)

@@ -1,10 +1,10 @@
-"""The package's one door to diffprivlib: a lazy import with a scikit-learn compatibility step.
+"""The package's one door to diffprivlib: an import that may fail, after a compatibility step.
 
 diffprivlib is a dependency (its ``BudgetAccountant`` is the default privacy ledger and
 its models are the private models the documentation wraps), but nothing in this package
 needs it to *compute* anything: prediction sets, intervals, mechanisms and cards work
-with any scikit-learn model. So diffprivlib is imported only when it is used, and only
-here:
+with any scikit-learn model. So a diffprivlib that cannot be imported breaks only what
+uses it, and only this module imports it:
 
 - ``accountant=None`` (the default ledger): :func:`default_accountant` returns
   diffprivlib's process-wide default ``BudgetAccountant``. If diffprivlib cannot be
@@ -32,10 +32,21 @@ diffprivlib's ``BudgetAccountant``, ``GaussianNB``, ``RandomForestClassifier`` a
 scikit-learn >= 1.8, in its own ``__init__`` (it passes ``multi_class``, which
 scikit-learn removed); nothing in this package uses it.
 
-The step runs when ``privconf_sklearn`` is imported (without importing diffprivlib) and
-again before every import through this module, so on scikit-learn 1.9 a script imports
-``privconf_sklearn`` before it imports diffprivlib directly (or calls
-``privconf_sklearn.import_diffprivlib()``).
+The step runs when ``privconf_sklearn`` is imported, which then imports diffprivlib
+(about 50 ms) if it can, so a script that imports ``privconf_sklearn`` first may import
+diffprivlib directly afterwards. If diffprivlib cannot be imported, nothing fails at
+import time; what needs it says so (:func:`default_accountant`).
+
+**Worker processes.** diffprivlib adds a warning filter on its ``PrivacyLeakWarning`` when
+imported, and scikit-learn (>= 1.7) sends the parent's warning filters to every joblib
+worker, where unpickling that filter imports diffprivlib, in a fresh interpreter that has
+not run the compatibility step: on scikit-learn 1.9 every process-parallel job
+(``cross_val_score(..., n_jobs=2)``, even of a plain scikit-learn model) would fail with
+``BrokenProcessPool``. So after importing diffprivlib this module puts a filter entry of
+its own ahead of diffprivlib's (:func:`order_worker_imports`; its category,
+:class:`WorkerImportOrder`, is never raised, so the entry changes no warning): a worker
+unpickles it first, which imports ``privconf_sklearn`` and runs the step before
+diffprivlib is imported there.
 """
 
 from __future__ import annotations
@@ -71,6 +82,37 @@ class PrivacyLeakWarning(RuntimeWarning):
     score range from the calibration data. When diffprivlib can be imported, the warning
     raised is also an instance of ``diffprivlib.utils.PrivacyLeakWarning``.
     """
+
+
+class WorkerImportOrder(Warning):
+    """Never raised: the category of a warning filter that orders imports in worker processes.
+
+    A process that rebuilds its warning filters from pickled ones (scikit-learn's joblib
+    workers) imports this class, hence ``privconf_sklearn`` and its compatibility step,
+    before the diffprivlib class of the filter that follows it.
+    """
+
+
+def order_worker_imports() -> None:
+    """Put the :class:`WorkerImportOrder` filter entry first in ``warnings.filters``.
+
+    ``warnings.filterwarnings`` moves an existing identical entry to the front, so calling
+    this again after diffprivlib (or anything else) added filters restores the order.
+    """
+    warnings.filterwarnings("default", category=WorkerImportOrder)
+
+
+def prepare_diffprivlib() -> None:
+    """Run at ``import privconf_sklearn``: the compatibility step, then diffprivlib if it imports.
+
+    A diffprivlib that cannot be imported is not an error here: the default ledger raises
+    :class:`DiffprivlibUnavailableError` when it is needed.
+    """
+    restore_removed_tree_aliases()
+    try:
+        import_diffprivlib()
+    except DiffprivlibUnavailableError:
+        return
 
 
 def restore_removed_tree_aliases() -> list[str]:
@@ -120,6 +162,7 @@ def import_diffprivlib() -> ModuleType:
         raise DiffprivlibUnavailableError(
             f"diffprivlib cannot be imported: {type(exc).__name__}: {exc}"
         ) from exc
+    order_worker_imports()
     return module
 
 

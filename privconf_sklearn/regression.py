@@ -446,7 +446,8 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                     "pass score_bounds."
                 )
             none = np.zeros(scores.shape, dtype=bool)
-            return (low, high), scores, _ScoreRange(low, high, public=False, below=none, above=none)
+            record = _ScoreRange(low, high, public=False, below=none, above=none, scores=scores)
+            return (low, high), scores, record
         low, high = ScoreBounds().convert(self.score_bounds)
         below, above = scores < low, scores > high
         n_below, n_above = int(np.count_nonzero(below)), int(np.count_nonzero(above))
@@ -460,7 +461,8 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                 stacklevel=3,
             )
             scores = np.clip(scores, low, high)
-        return (low, high), scores, _ScoreRange(low, high, public=True, below=below, above=above)
+        record = _ScoreRange(low, high, public=True, below=below, above=above, scores=scores)
+        return (low, high), scores, record
 
     def _broken_privacy_reason(self, bounds_record) -> str | None:
         if bounds_record.public:
@@ -488,6 +490,15 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
             "coverage_assumes_scores_within_bounds": at_top,
         }
         owner: dict[str, Any] = {"n_scores_below_bounds": n_below, "n_scores_above_bounds": n_above}
+        scores = bounds_record.scores[rows]
+        if calibration.informative and scores.size:
+            # Owner-side: a threshold above every calibration score means the grid's
+            # resolution over score_bounds and the privacy margin, not the data, set the
+            # interval width (loose public bounds); warned about, never published.
+            largest = (float(scores.max()) - bounds_record.low) / (
+                bounds_record.high - bounds_record.low
+            )
+            owner["threshold_above_every_score"] = bool(calibration.threshold > largest)
         bounds = (bounds_record.low, bounds_record.high)
         if bounds_record.public:
             details["score_bounds"] = bounds
@@ -508,6 +519,16 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         return replace(calibration, **changes)
 
     def _warn_about_releases(self, releases: list[Calibration], bounds_record) -> None:
+        if any(c.owner_diagnostics.get("threshold_above_every_score") for c in releases):
+            warnings.warn(
+                "The released threshold exceeds every calibration score: the interval width "
+                "is set by the mechanism's grid over score_bounds = "
+                f"({bounds_record.low!r}, {bounds_record.high!r}) and its privacy margin, "
+                "not by the data. Narrower public score_bounds (or more calibration rows, "
+                "or a larger epsilon) give narrower intervals.",
+                ScoreBoundsWarning,
+                stacklevel=4,
+            )
         for calibration in releases:
             n_above = calibration.owner_diagnostics["n_scores_above_bounds"]
             if calibration.threshold >= 1.0 and (calibration.feasible or n_above):
@@ -603,10 +624,14 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
 
 @dataclass(frozen=True)
 class _ScoreRange:
-    """How the score range was set, and which calibration rows were clipped (owner-side)."""
+    """How the score range was set, which calibration rows were clipped, the clipped scores.
+
+    All owner-side: nothing here is published.
+    """
 
     low: float
     high: float
     public: bool
     below: np.ndarray
     above: np.ndarray
+    scores: np.ndarray

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "privconf_sklearn._validation",
             "privconf_sklearn._random",
-            "privconf_sklearn._diffprivlib",  # the one (lazy) door to diffprivlib
+            "privconf_sklearn._diffprivlib",  # the one door to diffprivlib
             "privconf_sklearn._ledger",
             "privconf_sklearn._groups",
         ),

@@ -505,3 +505,35 @@ class _Shifted(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         return self.model.predict(X) + self.shift
+
+
+# ------------------------------------------------------- loose public bounds
+def test_threshold_above_every_score_warns_and_stays_owner_side():
+    """Public bounds far wider than the scores: the release sits on the grid's first edges,
+    above every calibration score, and the user is told (the interval width then comes
+    from the bounds, not the data). With bounds that fit the scores, no such warning."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6000, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=6000)
+    model = LinearRegression().fit(X[:1000], y[:1000])
+    X_cal, y_cal = X[1000:], y[1000:]
+    loose = PrivateConformalRegressor(
+        model, mechanism=ExponQ(epsilon=1.0), score_bounds=(0.0, 1e6), random_state=0
+    )
+    with pytest.warns(ScoreBoundsWarning, match="exceeds every calibration score"):
+        loose.fit_calibrate(X_cal, y_cal)
+    assert loose.calibration_.owner_diagnostics["threshold_above_every_score"] is True
+    assert "threshold_above_every_score" not in loose.calibration_.details
+    assert "threshold_above_every_score" not in loose.card_.to_json()
+    fitting = PrivateConformalRegressor(
+        model, mechanism=ExponQ(epsilon=1.0), score_bounds=(0.0, 10.0), random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScoreBoundsWarning)
+        fitting.fit_calibrate(X_cal, y_cal)
+    assert fitting.calibration_.owner_diagnostics["threshold_above_every_score"] is False
+    # Split conformal releases a calibration score itself: never above every score.
+    split = PrivateConformalRegressor(model, mechanism=SplitConformal(), score_bounds=(0.0, 1e6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScoreBoundsWarning)
+        split.fit_calibrate(X_cal, y_cal)

@@ -12,6 +12,7 @@ from privconf_sklearn.mechanisms import (
     ExponQ,
     QuantileMechanism,
     SplitConformal,
+    UninformativeCalibrationWarning,
 )
 from privconf_sklearn.privacy import PrivacyGuarantee
 
@@ -100,3 +101,20 @@ def test_calibration_repr_of_a_trivial_release_says_why():
     assert "reason      the inflated target rank" in text
     assert "zCDP rho = 0.5" not in text  # nothing was read: zero privacy loss
     assert "pure epsilon = 0" in text
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [ExponQ(epsilon=1e-300), DPAPS(epsilon=1e-300)],
+    ids=["ExponQ", "DPAPS"],
+)
+def test_no_feasible_size_at_all_gives_a_trivial_release_not_an_error(mechanism):
+    """A budget no calibration size can serve: calibrate still releases the top of the
+    range with the warning (the message says no size suffices), and the planning method's
+    error names the mechanism's budget and the level."""
+    scores = np.random.default_rng(0).uniform(size=500)
+    with pytest.warns(UninformativeCalibrationWarning, match="[Mm]ore than 1e\\+15"):
+        calibration = mechanism.calibrate(scores, 0.1, random_state=0)
+    assert not calibration.informative and calibration.threshold == 1.0
+    with pytest.raises(ValueError, match=r"epsilon=1e-300\) at alpha = 0\.1"):
+        mechanism.min_informative_samples(0.1)

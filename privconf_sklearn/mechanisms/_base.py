@@ -360,7 +360,20 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         """
         alpha = check_alpha(alpha)
         self._check_params()
-        return smallest_feasible_size(lambda n: self._feasible(n, alpha), type(self).__name__)
+        return smallest_feasible_size(
+            lambda n: self._feasible(n, alpha), f"{self!r} at alpha = {alpha!r}"
+        )
+
+    def _needed_samples(self, alpha: float) -> str:
+        """``"at least N calibration scores"``, for messages; never raises.
+
+        When no size up to :data:`MAX_PLANNED_SAMPLES` is feasible (a vanishing epsilon or
+        alpha), says so instead of the error :meth:`min_informative_samples` raises.
+        """
+        try:
+            return f"at least {self.min_informative_samples(alpha)} calibration scores"
+        except ValueError:
+            return f"more than {MAX_PLANNED_SAMPLES:.0e} calibration scores"
 
     def _feasible(self, n_samples: int, alpha: float) -> bool:
         """Whether ``(n_samples, alpha)`` is feasible; subclasses may answer faster."""

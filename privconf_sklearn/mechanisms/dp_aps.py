@@ -339,18 +339,18 @@ class DPAPS(QuantileMechanism):
         """Why ``(n, alpha)`` is infeasible."""
         params = self._validated_params()
         k = split_conformal_rank(n, alpha)
-        needed = self.min_informative_samples(alpha)
+        needed = self._needed_samples(alpha)
         if k > n:
             return (
                 f"the conformal rank k = ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n} for "
-                f"alpha = {alpha}: at least {needed} calibration scores are needed."
+                f"alpha = {alpha}: {needed} are needed."
             )
         n_bins = 2 if params["n_bins"] == "auto" else params["n_bins"]
         offset = dp_aps_offset(n_bins, params["epsilon"], params["beta"])
         return (
-            f"k + lambda = {k} + {offset:.1f} exceeds n = {n} even with B = {n_bins} bins: "
+            f"k + lambda = {k} + {offset:.6g} exceeds n = {n} even with B = {n_bins} bins: "
             "the noisy counts would essentially never reach the target before the top of "
-            f"the grid. At least {needed} calibration scores are needed at epsilon = "
+            f"the grid. {needed[0].upper()}{needed[1:]} are needed at epsilon = "
             f"{params['epsilon']}, or a larger epsilon."
         )
 

@@ -595,10 +595,9 @@ class ExponQ(QuantileMechanism):
 
     def _unreachable(self, n: int, alpha: float, level: float) -> str:
         return (
-            f"the inflated level q~ = {level:.4f} >= 1 for n = {n}, epsilon = "
-            f"{self.epsilon}, alpha = {alpha}: at least "
-            f"{self.min_informative_samples(alpha)} calibration scores are needed at this "
-            "epsilon, or a larger epsilon."
+            f"the inflated level q~ = {level:.6g} >= 1 for n = {n}, epsilon = "
+            f"{self.epsilon}, alpha = {alpha}: {self._needed_samples(alpha)} are needed at "
+            "this epsilon, or a larger epsilon."
         )
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:

@@ -524,16 +524,16 @@ class PCOQS(QuantileMechanism):
         """Why ``(n, alpha)`` cannot be calibrated, or None."""
         if self._feasible(n, alpha):
             return None
-        needed = self.min_informative_samples(alpha)
+        needed = self._needed_samples(alpha)
         if rank > n:
             return (
                 f"the conformal rank ceil((n + 1)(1 - alpha)) = {rank} exceeds n = {n} for "
-                f"alpha = {alpha}: at least {needed} calibration scores are needed."
+                f"alpha = {alpha}: {needed} are needed."
             )
         return (
             f"the inflated target rank r + tau_1 = {rank} + {plan.rank_inflation:.2f} "
-            f"exceeds n = {n} (rho = {plan.rho:.4g}, beta = {plan.beta}): at least "
-            f"{needed} calibration scores, a larger rho or inflated=False is needed."
+            f"exceeds n = {n} (rho = {plan.rho:.4g}, beta = {plan.beta}): "
+            f"{needed}, a larger rho or inflated=False is needed."
         )
 
     def _lower_bound(

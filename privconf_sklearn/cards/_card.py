@@ -133,12 +133,18 @@ def planned_certificate(mechanism, n_samples: int, alpha: float, agent_sizes=Non
     return mechanism.coverage_certificate(n_samples, alpha, **extra)
 
 
-def configuration_of(estimator, n_samples, mechanism, score, model, **extra) -> Configuration:
-    """The configuration of a (fitted or candidate) conformal estimator."""
+def configuration_of(
+    estimator, n_samples, alpha, mechanism, score, model, **extra
+) -> Configuration:
+    """The configuration of a (fitted or candidate) conformal estimator.
+
+    ``alpha`` is the calibration's (a fitted estimator's parameters may have changed
+    since it was calibrated) or the candidate's.
+    """
     return Configuration(
         task=task_of(estimator),
-        alpha=float(estimator.alpha),
-        nominal_coverage=1.0 - float(estimator.alpha),
+        alpha=float(alpha),
+        nominal_coverage=1.0 - float(alpha),
         n_samples=int(n_samples),
         mechanism=ComponentSpec.of(mechanism),
         conformity_score=None if score is None else ComponentSpec.of(score),
@@ -221,6 +227,14 @@ def _releases(calibration) -> list[tuple[Any, Calibration, tuple | None]]:
         (g.group, g.calibration, (g.coverage_lower_bound, g.lower_bound_confidence))
         for g in calibration.groups
     ]
+
+
+def _bounds_from_data(releases) -> bool:
+    """Whether a fitted regressor took its score range from the calibration data."""
+    return any(
+        release.details.get("score_bounds_source") == "calibration data"
+        for _, release, _ in releases
+    )
 
 
 def _grouping(estimator) -> dict[str, Any]:
@@ -568,13 +582,14 @@ class ContractCard(Record):
             if any(o for _, o in parts):
                 owner.update(groups=tuple(o for _, o in parts))
         source = "public"
-        if task == "regression" and estimator.score_bounds is None:
+        if task == "regression" and _bounds_from_data(releases):
             source = "calibration data"
             public.pop("score_bounds", None)
             owner.update(score_bounds=estimator.score_bounds_, thresholds=plain_value(units))
         configuration = configuration_of(
             estimator,
             calibration.n_samples,
+            calibration.alpha,
             estimator.mechanism_,
             estimator.score_,
             estimator.estimator_,

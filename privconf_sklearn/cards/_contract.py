@@ -160,7 +160,8 @@ def check_contract(contract, training, privacy, calibrations, spent=None) -> tup
         ),
         Clause(
             "level_reachable",
-            "the mechanism reaches the nominal level (no trivial top-of-range release)"
+            "the mechanism can reach the nominal level at this size (whether the release "
+            "is informative is recorded apart)"
             + _groups(grouped, unreachable, "unreachable"),
             None,
             None,

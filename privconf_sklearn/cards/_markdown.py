@@ -127,7 +127,7 @@ def _notes(card) -> tuple[str, str]:
             "every interval is as wide as the score bounds."
         )
     if len(card.calibrations) == 1 and entries and entries[0].release.reason:
-        notes.append(f"Release: {entries[0].release.reason}.")
+        notes.append(f"Release: {entries[0].release.reason.rstrip('.')}.")
     if any(not e.release.coverage_holds for e in entries):
         notes.append("The coverage guarantee does not hold for this release.")
     return title, "".join(note + "\n\n" for note in notes)

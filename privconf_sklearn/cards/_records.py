@@ -201,7 +201,9 @@ def json_object(data: Any, path: str, required, optional_fields=()) -> dict:
     missing = [name for name in required if name not in data]
     unknown = sorted(set(data) - {*required, *optional_fields})
     if unknown or missing:
-        raise CardFormatError(f"{path}: unknown fields {unknown[:10]}, missing fields {missing}.")
+        problems = [f"missing fields {missing}"] if missing else []
+        problems += [f"unknown fields {unknown[:10]}"] if unknown else []
+        raise CardFormatError(f"{path}: {', '.join(problems)}.")
     return dict(data)
 
 

@@ -308,7 +308,12 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         clauses = check_contract(self.contract, training, privacy, [entry])
         failed = ", ".join(c.name for c in clauses if not c.satisfied)
         configuration = configuration_of(
-            estimator, n_samples, mechanism, estimator._resolve_score(), estimator.estimator
+            estimator,
+            n_samples,
+            checked["alpha"],
+            mechanism,
+            estimator._resolve_score(),
+            estimator.estimator,
         )
         status, note = ("infeasible", f"fails {failed}") if failed else ("skipped", "")
         candidate = Candidate(

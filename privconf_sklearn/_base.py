@@ -653,18 +653,13 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         Prediction" (2026).
 
         A new :class:`~privconf_sklearn.cards.ContractCard` on each access, with the
-        formal layer filled from ``calibration_`` and ``eps_train`` read from a
-        diffprivlib model. Keep the object to fill diagnostics
+        formal layer filled from ``calibration_`` (a Mondrian calibration: every
+        group's certificate and release, and the composed guarantee) and ``eps_train``
+        read from a diffprivlib model. Keep the object to fill diagnostics
         (``card = est.card_.evaluate(X_test, y_test)``); check a contract with
         ``ContractCard.from_estimator(est, contract, epsilon_train=...)``.
         """
         check_is_fitted(self, "calibration_")
-        if isinstance(self.calibration_, MondrianCalibration):
-            raise NotImplementedError(
-                "Contract cards do not describe Mondrian calibrations yet; "
-                "calibration_.groups holds every group's release and calibration_.privacy "
-                "their joint guarantee."
-            )
         if _CARD_BUILDER is None:
             raise RuntimeError("privconf_sklearn.cards is not imported; import privconf_sklearn.")
         return _CARD_BUILDER(self)

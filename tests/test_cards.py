@@ -639,3 +639,18 @@ def test_markdown_is_the_template_filled_in():
     assert "Failed clauses: `level_reachable`" in text
     assert "No contract recorded" in cards["split_no_privacy"].to_markdown()
     assert "$" not in "".join(card.to_markdown() for card in cards.values())
+
+
+def test_card_records_the_fitted_calibration_not_parameters_changed_since():
+    """set_params after fitting must not leak into the card: it records the alpha the
+    release was calibrated at (and so verifies), whatever ``alpha`` says now."""
+    X, y = make_two_gaussians(n_samples=3000, random_state=0)
+    model = LogisticRegression().fit(X[:1000], y[:1000])
+    estimator = PrivateConformalClassifier(
+        model, mechanism=ExponQ(epsilon=1.0), alpha=0.1, random_state=0
+    ).fit_calibrate(X[1000:], y[1000:])
+    estimator.set_params(alpha=0.3)
+    card = estimator.card_
+    assert card.configuration.alpha == 0.1
+    assert card.configuration.nominal_coverage == pytest.approx(0.9)
+    assert verify_card(card.to_json()).status == "unchecked"  # no contract: consistent

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from diffprivlib.accountant import BudgetAccountant
 from diffprivlib.models import GaussianNB
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -266,3 +267,41 @@ def test_figure_script_quick(tmp_path):
     assert informative and all(row["mean_inflation"] <= row["mean_width"] for row in informative)
     # A configuration without a width is one DP-APS cannot serve: the whole label set.
     assert all(row["mean_set_size"] == 10.0 for row in rows if np.isnan(row["mean_width"]))
+
+
+@pytest.mark.parametrize("adjacency", ["add/remove", "replace-one"])
+def test_search_spends_and_reports_under_the_estimators_adjacency(adjacency):
+    """The monotone ExponQ is epsilon-DP under add/remove, 2 epsilon under replace-one."""
+    model, X, y, X_eval, y_eval = _data()
+    mechanism = ExponQ(epsilon=1.0, scaling="monotone")
+    alone_ledger, search_ledger = BudgetAccountant(), BudgetAccountant()
+
+    def template(ledger):
+        return PrivateConformalClassifier(
+            model, mechanism=mechanism, adjacency=adjacency, accountant=ledger, random_state=0
+        )
+
+    alone = template(alone_ledger).fit_calibrate(X[:2000], y[:2000])
+    expected = alone.calibration_.privacy
+    assert expected == mechanism.privacy_guarantee().under(adjacency)
+    assert expected.epsilon == {"add/remove": 1.0, "replace-one": 2.0}[adjacency]
+    contract = Contract(0.85, max_epsilon_train=4.0, max_epsilon_cal=2.0, beta=BETA)
+    search = CertificateAwareSearch(
+        template(search_ledger),
+        contract=contract,
+        param_grid={"alpha": [0.1], "calibration_size": [2000]},
+        random_state=0,
+    )
+    (screened,) = search.screen()
+    assert screened.calibration == expected  # planned, under the estimator's adjacency
+    search.fit(X, y, X_eval=X_eval, y_eval=y_eval)
+    (chosen,) = search.card_.selection.candidates
+    assert chosen.status == "chosen" and chosen.calibration == expected
+    assert search.card_.calibration_privacy == expected
+    assert search.card_.selection.spent_epsilon_cal == expected.epsilon
+    assert search_ledger.spent_budget == alone_ledger.spent_budget == [(expected.epsilon, 0.0)]
+    assert verify_card(search.card_.to_json()).status == "accepted"
+    # A budget the estimator's adjacency does not afford makes the configuration infeasible.
+    tight = Contract(0.85, max_epsilon_train=4.0, max_epsilon_cal=1.0, beta=BETA)
+    (planned,) = search.set_params(contract=tight).screen()
+    assert planned.formally_feasible == (adjacency == "add/remove")

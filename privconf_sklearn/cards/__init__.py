@@ -3,13 +3,14 @@
 After "Contract Cards for Auditable Private Conformal Prediction" (2026):
 
 - :class:`Contract`: coverage and privacy requirements.
-- :class:`ContractCard`: formal layer (contract, configuration, certificate ``L(c)``,
-  privacy coordinates, Eq. (3) clause by clause with margins, release, selection
-  summary) and published diagnostics; JSON with a versioned schema, a digest and an
-  optional Ed25519 signature; Markdown. Publishable by default: the owner's
-  non-private diagnostics are written only on request.
-- :func:`verify_card`: recompute Eq. (3) and every recomputable formal field from a
-  serialised card alone (Observation 4.1); never raises on a card.
+- :class:`ContractCard`: formal layer (contract, configuration, privacy coordinates,
+  certificate ``L(c)`` and release of the calibration or of every Mondrian group, Eq.
+  (3) clause by clause with margins, selection summary) and published diagnostics; JSON
+  with a versioned schema, a digest and an optional Ed25519 signature; Markdown.
+  Publishable by default: the owner's non-private diagnostics are written only on
+  request.
+- :func:`verify_card`: rebuild the formal layer from a serialised card alone and
+  compare (Observation 4.1); never raises on a card.
 - :class:`CertificateAwareSearch`: formal screening first, calibration only for the
   admissible, non-dominated configurations (Sec. 4, Table 2).
 """
@@ -19,6 +20,7 @@ from ._card import SCHEMA, SCHEMA_VERSION, ContractCard, OwnerDiagnosticsWarning
 from ._codec import CardFormatError
 from ._contract import CLAUSES, Clause, Contract
 from ._records import (
+    CalibrationEntry,
     Candidate,
     Certificate,
     ComponentSpec,
@@ -39,6 +41,7 @@ __all__ = [
     "MECHANISMS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "CalibrationEntry",
     "Candidate",
     "CardFormatError",
     "Certificate",

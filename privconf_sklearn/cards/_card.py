@@ -1,20 +1,21 @@
 """Contract cards: auditable records of a calibration (the contract-cards paper, Table 1).
 
 A card has two published layers, both holding only public or privacy-protected
-quantities: the *formal* layer (contract, configuration, certificate ``L(c)``, privacy
-coordinates, the clauses of Eq. (3) with margins, decision, release, selection summary),
-covered by a SHA-256 digest and optionally signed, and the *diagnostic* layer, which is
-not evidence. The owner's non-private diagnostics stay in
-:attr:`ContractCard.owner_diagnostics`, written only on explicit request.
+quantities: the *formal* layer (contract, configuration, privacy coordinates, one
+certificate ``L(c)`` and release per calibration -- the whole set, or every Mondrian
+group --, the clauses of Eq. (3) with margins, the decision, a search's selection
+summary), covered by a SHA-256 digest and optionally signed, and the *diagnostic* layer,
+which is not evidence. The owner's non-private diagnostics are written only on request.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
@@ -30,27 +31,31 @@ from ..metrics import (
     set_coverage,
     singleton_rate,
 )
+from ..mondrian import MondrianCalibration
 from ..privacy import ADJACENCIES, PrivacyGuarantee
-from ._codec import MAX_CHARS, CardFormatError, decode, dumps, loads, plain_value, sha256_of
+from ._codec import CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
 from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
 from ._records import (
     SIZE,
     TEXT,
+    CalibrationEntry,
     Certificate,
     ComponentSpec,
     Configuration,
     Diagnostics,
+    Items,
+    Nested,
+    Record,
     Release,
     Selection,
     Signature,
     TrainingPrivacy,
-    _Checked,
-    check_guarantee,
-    guarantee_from_dict,
+    accepts,
+    decode_field,
+    json_object,
     optional,
-    record_from_dict,
-    record_to_dict,
-    tuple_of,
+    schema_of,
+    to_plain,
 )
 from ._training import describe_estimator, stated_training, training_privacy
 
@@ -58,8 +63,8 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ContractCard", "OwnerDiagnosticsWarning"
 
 #: Name written in every serialised card.
 SCHEMA = "privconf_sklearn/contract-card"
-#: Version of the JSON schema; readers refuse other versions.
-SCHEMA_VERSION = 2
+#: Version of the JSON schema (3: per-group calibrations); readers refuse other versions.
+SCHEMA_VERSION = 3
 
 #: Why a regression release at the upper score bound cannot certify its coverage.
 AT_UPPER_BOUND = (
@@ -67,6 +72,8 @@ AT_UPPER_BOUND = (
     "lies within score_bounds, which this card cannot certify without disclosing "
     "calibration data"
 )
+#: The certificate reason of a Mondrian group calibrated on no rows.
+NO_ROWS = "the group's calibration size is 0: its sets are trivial"
 
 #: Constraints of the arguments of the public entry points.
 ARGUMENTS = {
@@ -77,9 +84,18 @@ ARGUMENTS = {
     "adjacency": optional([Options(*ADJACENCIES)]),
     "n_samples": SIZE,
     "alpha": [Interval("real", 0, 1, closed="neither")],
-    "agent_sizes": optional([tuple_of(*SIZE)]),
+    "agent_sizes": optional([Items(*SIZE)]),
     "public": [Boolean()],
     "include_owner_diagnostics": [Boolean()],
+}
+#: JSON paths of the card's fields outside ``formal.<name>``.
+_PATHS = {
+    "training_privacy": "formal.privacy.training",
+    "calibration_privacy": "formal.privacy.calibration",
+    "diagnostics": "diagnostics",
+    "owner_diagnostics": "owner_diagnostics",
+    "signature": "signature",
+    "formal_sha256": "formal_sha256",
 }
 
 
@@ -99,14 +115,8 @@ def task_of(estimator) -> str:
     return "regression" if is_regressor(estimator) else "unspecified"
 
 
-def planned_privacy(mechanism, adjacency: str | None) -> PrivacyGuarantee:
-    """The mechanism's guarantee restated for the relation the user names (None: as is)."""
-    guarantee = mechanism.privacy_guarantee()
-    return guarantee if adjacency is None else guarantee.under(adjacency)
-
-
-def split_details(calibration: Calibration) -> tuple[dict, dict]:
-    """``(public, owner)``: the calibration's published details and owner diagnostics.
+def split_details(calibration) -> tuple[dict, dict]:
+    """``(public, owner)``: a calibration's published details and owner diagnostics.
 
     Records that still keep non-private values in ``details`` mark them with
     ``diagnostics_are_private=False``; then every detail counts as an owner diagnostic.
@@ -117,54 +127,39 @@ def split_details(calibration: Calibration) -> tuple[dict, dict]:
     return plain_value(public), plain_value(owner)
 
 
-def configuration_of(estimator, n_samples, mechanism, score, model, agent_sizes=None):
-    """The configuration of a (fitted or candidate) conformal estimator."""
+def planned_certificate(mechanism, n_samples: int, alpha: float, agent_sizes=None):
+    """``mechanism.coverage_certificate`` (with the agents' sizes for federated ones)."""
+    extra = {} if agent_sizes is None else {"agent_sizes": agent_sizes}
+    return mechanism.coverage_certificate(n_samples, alpha, **extra)
+
+
+def configuration_of(
+    estimator, n_samples, alpha, mechanism, score, model, **extra
+) -> Configuration:
+    """The configuration of a (fitted or candidate) conformal estimator.
+
+    ``alpha`` is the calibration's (a fitted estimator's parameters may have changed
+    since it was calibrated) or the candidate's.
+    """
     return Configuration(
         task=task_of(estimator),
-        alpha=float(estimator.alpha),
-        nominal_coverage=1.0 - float(estimator.alpha),
+        alpha=float(alpha),
+        nominal_coverage=1.0 - float(alpha),
         n_samples=int(n_samples),
         mechanism=ComponentSpec.of(mechanism),
         conformity_score=None if score is None else ComponentSpec.of(score),
         estimator=None if model is None else describe_estimator(model),
-        agent_sizes=agent_sizes,
+        **extra,
     )
 
 
-def _certificate(calibration: Calibration) -> Certificate:
-    reason = "" if calibration.feasible else calibration.reason
-    return Certificate.of(
-        calibration.coverage_lower_bound,
-        calibration.lower_bound_confidence,
-        calibration.feasible,
-        reason,
-    )
-
-
-def _bare(mechanism, n_samples, alpha, agent_sizes) -> Configuration:
-    """The configuration of a calibration without a model on record."""
-    alpha = float(alpha)
-    spec = ComponentSpec.of(mechanism)
-    return Configuration(
-        "unspecified", alpha, 1.0 - alpha, int(n_samples), spec, None, None, agent_sizes
-    )
-
-
-def _agent_sizes(mechanism, calibration: Calibration) -> tuple[int, ...] | None:
-    sizes = calibration.details.get("agent_sizes")
-    if not mechanism.requires_groups or sizes is None:
-        return None
-    return tuple(int(size) for size in sizes)
-
-
-def make_release(calibration, task, bounds=None, threshold=None, source=None) -> Release:
+def make_release(calibration, task, bounds=None, threshold=None, source=None):
     """The published release of a calibration.
 
     ``coverage_holds`` is False when the calibration says so and, for regression,
-    whenever the threshold is the upper score bound (public either way). An
-    uninformative release gives the mechanism's reason (computed from its private
-    output); a coverage failure a fixed sentence, never the calibration's own reason
-    (which may quote data-dependent counts).
+    whenever the threshold is the upper score bound. The reason is the mechanism's for
+    an uninformative release, a fixed sentence for a coverage failure (never the
+    calibration's own, which may quote data-dependent counts).
     """
     at_bound = task == "regression" and calibration.threshold >= 1.0
     reasons = [AT_UPPER_BOUND] if at_bound else []
@@ -187,6 +182,25 @@ def make_release(calibration, task, bounds=None, threshold=None, source=None) ->
     )
 
 
+def make_entry(mechanism, configuration, calibration, group=None, bound=None, release=None):
+    """A calibration entry; ``bound``: the group's ``(L, confidence)`` if not the release's.
+
+    The certificate's reason is the mechanism's own (public), never the calibration's,
+    which an estimator may extend with data-dependent counts.
+    """
+    n = int(calibration.n_samples)
+    lower_bound, confidence = bound or (
+        calibration.coverage_lower_bound,
+        calibration.lower_bound_confidence,
+    )
+    reason = "" if calibration.feasible else NO_ROWS
+    if n and not calibration.feasible:
+        sizes = configuration.agent_sizes
+        reason = planned_certificate(mechanism, n, configuration.alpha, sizes).reason
+    certificate = Certificate.of(lower_bound, confidence, calibration.feasible, reason)
+    return CalibrationEntry(plain_value(group), n, certificate, release)
+
+
 def empirical_diagnostics(estimator, X, y) -> dict[str, Any]:
     """Coverage and efficiency of a fitted conformal estimator on ``(X, y)``."""
     predicted, y = estimator.predict_set(X), np.asarray(y)
@@ -205,9 +219,46 @@ def empirical_diagnostics(estimator, X, y) -> dict[str, Any]:
     }
 
 
+def _releases(calibration) -> list[tuple[Any, Calibration, tuple | None]]:
+    """``(group, release, (L, confidence) or None)`` of every threshold of a calibration."""
+    if not isinstance(calibration, MondrianCalibration):
+        return [(None, calibration, None)]
+    return [
+        (g.group, g.calibration, (g.coverage_lower_bound, g.lower_bound_confidence))
+        for g in calibration.groups
+    ]
+
+
+def _bounds_from_data(releases) -> bool:
+    """Whether a fitted regressor took its score range from the calibration data."""
+    return any(
+        release.details.get("score_bounds_source") == "calibration data"
+        for _, release, _ in releases
+    )
+
+
+def _grouping(estimator) -> dict[str, Any]:
+    """The ``mondrian`` and ``group_sizes`` of a fitted estimator's configuration."""
+    calibration = estimator.calibration_
+    if not isinstance(calibration, MondrianCalibration):
+        return {}
+    mondrian = estimator.mondrian_
+    if isinstance(mondrian, str):
+        name, declared = mondrian, None
+    else:
+        name = f"callable {getattr(mondrian, '__name__', type(mondrian).__name__)}"
+        declared = calibration.group_ids
+    if calibration.group_sizes == "public":
+        return {"mondrian": name, "group_sizes": "public"}
+    details = calibration.details
+    params = {"beta": details["size_beta"], "epsilon": details["size_epsilon"]}
+    spec = ComponentSpec("PrivateGroupSizes", plain_value({**params, "group_ids": declared}))
+    return {"mondrian": name, "group_sizes": spec}
+
+
 @dataclass(frozen=True)
-class ContractCard(_Checked):
-    """An auditable record of one calibration against a contract (Table 1 of the paper).
+class ContractCard(Record):
+    """An auditable record of a calibration against a contract (Table 1 of the paper).
 
     Build cards with :meth:`from_estimator` (or the estimators' ``card_``),
     :meth:`from_calibration`, :meth:`for_configuration` or a
@@ -218,38 +269,36 @@ class ContractCard(_Checked):
     Parameters
     ----------
     contract : Contract or None
-        The requirements (None: ``decision`` is ``"unchecked"``; see
-        :meth:`with_contract`).
+        The requirements (None: ``decision`` is ``"unchecked"``).
     configuration : Configuration
-        Nominal coverage, calibration size, mechanism, score, model.
+        Nominal coverage, calibration size, mechanism, score, model, Mondrian groups.
     training_privacy : TrainingPrivacy
         ``eps_train`` (and delta) and where it comes from.
     calibration_privacy : PrivacyGuarantee
-        ``eps_cal``: the calibration's guarantee, under the adjacency the user stated.
-    certificate : Certificate
-        ``L(c)``, its confidence and the marginal bound Eq. (3) uses.
+        ``eps_cal``: the guarantee of everything the calibration released (a Mondrian
+        calibration: all groups and, when private, the sizes), under the adjacency the
+        user stated.
+    calibrations : tuple of CalibrationEntry
+        Certificate ``L(c)`` and release of the whole calibration set (one entry,
+        ``group`` None) or of every Mondrian group.
     clauses : tuple of Clause
         Eq. (3) clause by clause, with margins (empty without a contract).
     decision : {"feasible", "infeasible", "unchecked"}
-        Conjunction of the clauses (Eq. (3) as the paper defines it: whether the sets
-        are informative is ``release.informative``).
-    release : Release or None, default=None
-        The release (None for a configuration never calibrated).
+        Conjunction of the clauses; whether the sets are informative is in each
+        release.
     selection : Selection or None, default=None
         Selection summary of a certificate-aware search.
     diagnostics : Diagnostics, default=Diagnostics()
         Published diagnostics (public or privacy-protected quantities only).
     owner_diagnostics : dict, default={}
-        The owner's diagnostics, NOT covered by the privacy guarantee: ``"calibration"``
-        (computed from the calibration data without noise: DP-APS's grid threshold and
-        certificate width, regression clip counts, data-derived score bounds...),
-        ``"test"`` (:meth:`evaluate` on data not declared public), ``"candidates"`` (a
-        search's calibrations). Written only with ``include_owner_diagnostics=True``.
+        The owner's diagnostics, NOT covered by the privacy guarantee (``"calibration"``:
+        computed from the calibration data without noise; ``"test"``: :meth:`evaluate`
+        on data not declared public; ``"candidates"``: a search's calibrations).
+        Written only with ``include_owner_diagnostics=True``.
     signature : Signature or None, default=None
         Ed25519 signature of the formal layer (:meth:`sign`).
     formal_sha256 : str, default=""
-        SHA-256 of the formal layer; computed when empty (a card read from JSON keeps
-        the stated one, for the verifier to compare).
+        SHA-256 of the formal layer; computed when empty.
 
     Examples
     --------
@@ -269,81 +318,95 @@ class ContractCard(_Checked):
     True
     """
 
-    contract: Contract | None
-    configuration: Configuration
-    training_privacy: TrainingPrivacy
-    calibration_privacy: PrivacyGuarantee
-    certificate: Certificate
-    clauses: tuple[Clause, ...]
-    decision: str
-    release: Release | None = None
-    selection: Selection | None = None
-    diagnostics: Diagnostics = field(default_factory=Diagnostics, hash=False)
-    owner_diagnostics: dict[str, Any] = field(
-        default_factory=dict, compare=False, repr=False, hash=False
+    contract: Contract | None = field(metadata=accepts(optional([Nested(Contract)])))
+    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
+    training_privacy: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
+    calibration_privacy: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
+    calibrations: tuple[CalibrationEntry, ...] = field(
+        metadata=accepts([Items(Nested(CalibrationEntry))])
     )
-    signature: Signature | None = None
-    formal_sha256: str = ""
-    _estimator: Any = field(default=None, init=False, compare=False, repr=False, hash=False)
-    _constraints: ClassVar = {
-        "contract": ARGUMENTS["contract"],
-        "configuration": [InstanceOf(Configuration)],
-        "training_privacy": [InstanceOf(TrainingPrivacy)],
-        "certificate": [InstanceOf(Certificate)],
-        "clauses": [tuple_of(InstanceOf(Clause), max_length=len(CLAUSES))],
-        "decision": [Options("feasible", "infeasible", "unchecked")],
-        "release": optional([InstanceOf(Release)]),
-        "selection": optional([InstanceOf(Selection)]),
-        "diagnostics": [InstanceOf(Diagnostics)],
-        "owner_diagnostics": [InstanceOf(dict, "dict")],
-        "signature": optional([InstanceOf(Signature)]),
-        "formal_sha256": TEXT,
-    }
+    clauses: tuple[Clause, ...] = field(
+        metadata=accepts([Items(Nested(Clause), max_length=len(CLAUSES))])
+    )
+    decision: str = field(metadata=accepts([Options("feasible", "infeasible", "unchecked")]))
+    selection: Selection | None = field(
+        metadata=accepts(optional([Nested(Selection)])), default=None
+    )
+    diagnostics: Diagnostics = field(
+        metadata=accepts([Nested(Diagnostics)]), default_factory=Diagnostics
+    )
+    owner_diagnostics: dict[str, Any] = field(
+        metadata=accepts([InstanceOf(dict, "dict")]),
+        default_factory=dict,
+        compare=False,
+        repr=False,
+    )
+    signature: Signature | None = field(
+        metadata=accepts(optional([Nested(Signature)])), default=None
+    )
+    formal_sha256: str = field(metadata=accepts(TEXT), default="")
+    _estimator: Any = field(default=None, init=False, compare=False, repr=False)
 
-    def __post_init__(self):
-        super().__post_init__()
-        privacy = check_guarantee(self.calibration_privacy)
-        object.__setattr__(self, "calibration_privacy", privacy)
-        release = self.release
-        if release is not None and release.score_bounds_source == "calibration data":
-            if privacy.holds:
+    def _check(self) -> None:
+        configuration, entries = self.configuration, self.calibrations
+        if configuration.mondrian is None:
+            if [(e.group, e.n_samples) for e in entries] != [(None, configuration.n_samples)]:
+                raise ValueError(
+                    "without Mondrian groups, calibrations hold one entry: group null, "
+                    "n_samples = configuration.n_samples."
+                )
+        else:
+            _check_groups(configuration, entries)
+        if len({entry.release is None for entry in entries}) > 1:
+            raise ValueError("either every calibration entry records a release or none does.")
+        for release in (entry.release for entry in entries if entry.release is not None):
+            if release.score_bounds_source == "calibration data" and self.calibration_privacy.holds:
                 raise ValueError(
                     "score bounds taken from the calibration data break the calibration "
                     "guarantee: calibration_privacy.holds must be False."
                 )
-        if self.configuration.task == "regression" and release is not None:
-            if release.threshold >= 1.0 and release.coverage_holds:
-                raise ValueError(f"coverage_holds must be False: {AT_UPPER_BOUND}.")
+            if configuration.task == "regression" and release.threshold >= 1.0:
+                if release.coverage_holds:
+                    raise ValueError(f"coverage_holds must be False: {AT_UPPER_BOUND}.")
         if not self.formal_sha256:
             object.__setattr__(self, "formal_sha256", self.compute_digest())
 
+    @property
+    def certificate(self) -> Certificate:
+        """The certificate of a card without groups (Mondrian: see :attr:`calibrations`)."""
+        return self._entry().certificate
+
+    @property
+    def release(self):
+        """The release of a card without groups, or None (Mondrian: :attr:`calibrations`)."""
+        return self._entry().release
+
+    def _entry(self) -> CalibrationEntry:
+        if self.configuration.mondrian is not None:
+            raise AttributeError(
+                "a Mondrian card has one certificate and release per group: use card.calibrations."
+            )
+        return self.calibrations[0]
+
     # ---------------------------------------------------------------- building
     @classmethod
-    def build(cls, *, contract, selection=None, release=None, **fields) -> ContractCard:
+    def build(cls, *, contract, calibrations, selection=None, **fields) -> ContractCard:
         """A card whose clauses and decision are computed from the given fields.
 
         ``fields``: ``configuration``, ``training_privacy``, ``calibration_privacy``,
-        ``certificate``, optionally ``diagnostics`` and ``owner_diagnostics``.
+        optionally ``diagnostics`` and ``owner_diagnostics``.
         """
         check_arguments("ContractCard", contract=contract)
+        spent = None
+        if selection is not None and selection.n_evaluated > 0:
+            spent = (selection.spent_epsilon_cal, selection.spent_delta_cal)
         clauses: tuple[Clause, ...] = ()
         if contract is not None:
-            clauses = check_contract(
-                contract,
-                fields["training_privacy"],
-                fields["calibration_privacy"],
-                fields["certificate"],
-                selection,
-                release,
-            )
-        return cls(
-            contract=contract,
-            clauses=clauses,
-            decision=decision_of(contract, clauses),
-            release=release,
-            selection=selection,
-            **fields,
-        )
+            training, privacy = fields["training_privacy"], fields["calibration_privacy"]
+            clauses = check_contract(contract, training, privacy, calibrations, spent)
+        decision = decision_of(contract, clauses)
+        return cls(contract=contract, calibrations=tuple(calibrations), clauses=clauses,
+                   decision=decision, selection=selection, **fields)  # fmt: skip
 
     @classmethod
     def from_calibration(
@@ -369,8 +432,7 @@ class ContractCard(_Checked):
         epsilon_train, delta_train : float or None, default=None
             Training privacy of the model the scores came from (None: ``inf``, 0).
         adjacency : {"replace-one", "add/remove"} or None, default="replace-one"
-            Relation the calibration guarantee is stated under
-            (:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`; None: as is).
+            Relation the calibration guarantee is stated under (None: as is).
 
         Returns
         -------
@@ -389,15 +451,16 @@ class ContractCard(_Checked):
                 f"by {calibration.mechanism}."
             )
         public, owner = split_details(calibration)
+        sizes = calibration.details.get("agent_sizes") if mechanism.requires_groups else None
+        configuration = _bare(mechanism, calibration.n_samples, calibration.alpha, sizes)
         privacy = calibration.privacy
-        sizes = _agent_sizes(mechanism, calibration)
+        release = make_release(calibration, "unspecified")
         return cls.build(
             contract=contract,
-            configuration=_bare(mechanism, calibration.n_samples, calibration.alpha, sizes),
+            configuration=configuration,
             training_privacy=stated_training(epsilon_train, delta_train),
             calibration_privacy=privacy if adjacency is None else privacy.under(adjacency),
-            certificate=_certificate(calibration),
-            release=make_release(calibration, "unspecified"),
+            calibrations=[make_entry(mechanism, configuration, calibration, release=release)],
             diagnostics=Diagnostics(mechanism_details=public),
             owner_diagnostics={"calibration": owner} if owner else {},
         )
@@ -417,7 +480,7 @@ class ContractCard(_Checked):
     ) -> ContractCard:
         """Card of a configuration before any data: certificate and guarantee only.
 
-        Checks whether calibrating with ``mechanism`` on ``n_samples`` rows at level
+        Whether calibrating with ``mechanism`` on ``n_samples`` rows at level
         ``1 - alpha`` would meet ``contract``, from public quantities alone (no data
         read, no privacy spent). The card has no release.
 
@@ -457,17 +520,17 @@ class ContractCard(_Checked):
             adjacency=adjacency,
         )
         n, alpha, sizes = checked["n_samples"], checked["alpha"], checked["agent_sizes"]
-        planned = mechanism.coverage_certificate(
-            n, alpha, **({} if sizes is None else {"agent_sizes": sizes})
+        planned = planned_certificate(mechanism, n, alpha, sizes)
+        certificate = Certificate.of(
+            planned.lower_bound, planned.confidence, planned.feasible, planned.reason
         )
+        privacy = mechanism.privacy_guarantee()
         return cls.build(
             contract=contract,
             configuration=_bare(mechanism, n, alpha, sizes),
             training_privacy=stated_training(epsilon_train, delta_train),
-            calibration_privacy=planned_privacy(mechanism, adjacency),
-            certificate=Certificate.of(
-                planned.lower_bound, planned.confidence, planned.feasible, planned.reason
-            ),
+            calibration_privacy=privacy if adjacency is None else privacy.under(adjacency),
+            calibrations=[CalibrationEntry(None, n, certificate, None)],
         )
 
     @classmethod
@@ -483,7 +546,9 @@ class ContractCard(_Checked):
         """Card of a fitted private conformal classifier or regressor.
 
         The calibration guarantee is ``estimator.calibration_.privacy`` as recorded
-        (stated under the estimator's adjacency).
+        (under the estimator's adjacency). A Mondrian calibration gets one entry per
+        group (its id, its size as released, its certificate and release); the contract
+        must then hold in every group (the user guide, Contract cards).
 
         Parameters
         ----------
@@ -508,28 +573,46 @@ class ContractCard(_Checked):
         check_arguments("ContractCard.from_estimator", estimator=estimator)
         check_is_fitted(estimator, "calibration_")
         calibration, task = estimator.calibration_, task_of(estimator)
+        releases, mondrian = _releases(calibration), isinstance(calibration, MondrianCalibration)
+        units = list(estimator.group_thresholds_) if mondrian else [estimator.threshold_]
         public, owner = split_details(calibration)
+        if mondrian:
+            parts = [split_details(release) for _, release, _ in releases]
+            public.update(groups=tuple(p for p, _ in parts))
+            if any(o for _, o in parts):
+                owner.update(groups=tuple(o for _, o in parts))
         source = "public"
-        if task == "regression" and estimator.score_bounds is None:
+        if task == "regression" and _bounds_from_data(releases):
             source = "calibration data"
             public.pop("score_bounds", None)
-            owner.update(score_bounds=estimator.score_bounds_, threshold=estimator.threshold_)
+            owner.update(score_bounds=estimator.score_bounds_, thresholds=plain_value(units))
+        configuration = configuration_of(
+            estimator,
+            calibration.n_samples,
+            calibration.alpha,
+            estimator.mechanism_,
+            estimator.score_,
+            estimator.estimator_,
+            agent_sizes=_agent_sizes(estimator.mechanism_, calibration),
+            **_grouping(estimator),
+        )
+        entries = [
+            make_entry(
+                estimator.mechanism_,
+                configuration,
+                release,
+                group,
+                bound,
+                make_release(release, task, estimator.score_bounds_, threshold, source),
+            )
+            for (group, release, bound), threshold in zip(releases, units, strict=True)
+        ]
         card = cls.build(
             contract=contract,
-            configuration=configuration_of(
-                estimator,
-                calibration.n_samples,
-                estimator.mechanism_,
-                estimator.score_,
-                estimator.estimator_,
-                _agent_sizes(estimator.mechanism_, calibration),
-            ),
+            configuration=configuration,
             training_privacy=training_privacy(estimator.estimator_, epsilon_train, delta_train),
             calibration_privacy=calibration.privacy,
-            certificate=_certificate(calibration),
-            release=make_release(
-                calibration, task, estimator.score_bounds_, estimator.threshold_, source
-            ),
+            calibrations=entries,
             selection=selection,
             diagnostics=Diagnostics(mechanism_details=public),
             owner_diagnostics={"calibration": plain_value(owner)} if owner else {},
@@ -544,8 +627,7 @@ class ContractCard(_Checked):
             configuration=self.configuration,
             training_privacy=self.training_privacy,
             calibration_privacy=self.calibration_privacy,
-            certificate=self.certificate,
-            release=self.release,
+            calibrations=self.calibrations,
             selection=self.selection,
             diagnostics=dataclasses.replace(self.diagnostics),
             owner_diagnostics=dict(self.owner_diagnostics),
@@ -557,12 +639,11 @@ class ContractCard(_Checked):
     def evaluate(self, X, y, *, estimator=None, public: bool = False) -> ContractCard:
         """Compute the empirical diagnostics on held-out data, in place.
 
-        Classification: coverage, mean set size, singleton rate, the model's accuracy.
-        Regression: coverage and mean interval width. They are exact statistics of
-        ``(X, y)``: about the calibration set they disclose nothing beyond the private
-        threshold, but they disclose the test data. So they are owner diagnostics
-        (``owner_diagnostics["test"]``) unless the test data are public
-        (``public=True``: they go to the published :attr:`diagnostics`).
+        Classification: coverage, mean set size, singleton rate, the model's accuracy;
+        regression: coverage and mean interval width. They disclose nothing about the
+        calibration set beyond the private thresholds, but they disclose the test data:
+        they are owner diagnostics (``owner_diagnostics["test"]``) unless the test data
+        are public (``public=True``: published in :attr:`diagnostics`).
 
         Parameters
         ----------
@@ -572,7 +653,7 @@ class ContractCard(_Checked):
             Test targets.
         estimator : fitted estimator, default=None
             Needed only for a card read from JSON; must be the calibration the card
-            records (same threshold and calibration size).
+            records (same thresholds and calibration sizes).
         public : bool, default=False
             Whether ``(X, y)`` are public, so their diagnostics may be published.
 
@@ -589,14 +670,12 @@ class ContractCard(_Checked):
                 "from a bare calibration); pass estimator= to evaluate it."
             )
         check_is_fitted(estimator, "calibration_")
-        if (
-            self.release is None
-            or estimator.calibration_.threshold != self.release.threshold
-            or estimator.calibration_.n_samples != self.configuration.n_samples
-        ):
+        releases = [r for _, r, _ in _releases(estimator.calibration_)]
+        recorded = [(e.n_samples, e.release and e.release.threshold) for e in self.calibrations]
+        if recorded != [(r.n_samples, r.threshold) for r in releases]:
             raise ValueError(
-                "estimator is not the calibration this card records (threshold or "
-                "calibration size differ)."
+                "estimator is not the calibration this card records (thresholds or "
+                "calibration sizes differ)."
             )
         found = empirical_diagnostics(estimator, X, y)
         if public:
@@ -608,27 +687,18 @@ class ContractCard(_Checked):
 
     # ------------------------------------------------------------ serialising
     def formal_dict(self) -> dict:
-        """The formal layer as plain data.
-
-        The certificate and release sit in ``calibrations``, one entry for the whole
-        calibration set (``group`` null), so that per-group entries can be added.
-        """
-        calibration = {
-            "group": None,
-            "certificate": record_to_dict(self.certificate),
-            "release": record_to_dict(self.release),
-        }
+        """The formal layer as plain data."""
         return {
-            "contract": record_to_dict(self.contract),
-            "configuration": record_to_dict(self.configuration),
+            "contract": to_plain(self.contract),
+            "configuration": to_plain(self.configuration),
             "privacy": {
-                "training": record_to_dict(self.training_privacy),
-                "calibration": record_to_dict(self.calibration_privacy),
+                "training": to_plain(self.training_privacy),
+                "calibration": to_plain(self.calibration_privacy),
             },
-            "calibrations": [calibration],
-            "clauses": record_to_dict(self.clauses),
+            "calibrations": to_plain(self.calibrations),
+            "clauses": to_plain(self.clauses),
             "decision": self.decision,
-            "selection": record_to_dict(self.selection),
+            "selection": to_plain(self.selection),
         }
 
     def signed_payload(self) -> dict:
@@ -637,7 +707,7 @@ class ContractCard(_Checked):
 
     def compute_digest(self) -> str:
         """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`signed_payload`."""
-        return sha256_of(self.signed_payload())
+        return hashlib.sha256(canonical_bytes(self.signed_payload())).hexdigest()
 
     def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
         """The card as plain data, in schema order (see :meth:`to_json`)."""
@@ -645,8 +715,8 @@ class ContractCard(_Checked):
         data = {
             **self.signed_payload(),
             "formal_sha256": self.formal_sha256,
-            "signature": record_to_dict(self.signature),
-            "diagnostics": record_to_dict(self.diagnostics),
+            "signature": to_plain(self.signature),
+            "diagnostics": to_plain(self.diagnostics),
         }
         if include_owner_diagnostics and self.owner_diagnostics:
             warnings.warn(
@@ -689,12 +759,9 @@ class ContractCard(_Checked):
             If the schema name or version is not this library's, or a field is
             missing, unknown or invalid (the message names its path).
         """
-        data = decode(data)
-        _expect(
-            data,
-            "card",
-            ["schema", "schema_version", "formal", "formal_sha256"],
-            ("signature", "diagnostics", "owner_diagnostics"),
+        required = ("schema", "schema_version", "formal", "formal_sha256")
+        data = json_object(
+            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
         )
         version = data["schema_version"]
         if data["schema"] != SCHEMA or type(version) is not int or version != SCHEMA_VERSION:
@@ -702,18 +769,29 @@ class ContractCard(_Checked):
                 f"not a {SCHEMA} card of schema_version {SCHEMA_VERSION}: schema "
                 f"{data['schema']!r}, version {version!r}."
             )
-        signature, diagnostics = data.get("signature"), data.get("diagnostics")
+        names = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
+        formal = json_object(data["formal"], "formal", (*names, "selection"))
+        privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
+        values = {
+            **formal,
+            "training_privacy": privacy["training"],
+            "calibration_privacy": privacy["calibration"],
+            "diagnostics": Diagnostics()
+            if data.get("diagnostics") is None
+            else data["diagnostics"],
+            "owner_diagnostics": data.get("owner_diagnostics", {}),
+            "signature": data.get("signature"),
+            "formal_sha256": data["formal_sha256"],
+        }
+        schema = schema_of(cls)
         try:
             return cls(
-                **_formal_fields(data["formal"]),
-                diagnostics=Diagnostics()
-                if diagnostics is None
-                else record_from_dict(Diagnostics, diagnostics, "diagnostics"),
-                owner_diagnostics=data.get("owner_diagnostics", {}),
-                signature=None
-                if signature is None
-                else record_from_dict(Signature, signature, "signature"),
-                formal_sha256=data["formal_sha256"],
+                **{
+                    name: decode_field(
+                        schema[name], values[name], _PATHS.get(name, f"formal.{name}")
+                    )
+                    for name in schema
+                }
             )
         except CardFormatError:
             raise
@@ -728,6 +806,8 @@ class ContractCard(_Checked):
     @classmethod
     def load(cls, path: str | os.PathLike) -> ContractCard:
         """Read a card from a JSON file (at most 16 MiB)."""
+        from ._codec import MAX_CHARS
+
         with open(path, encoding="utf-8") as handle:
             return cls.from_json(handle.read(MAX_CHARS + 1))
 
@@ -742,9 +822,9 @@ class ContractCard(_Checked):
         """A copy carrying an Ed25519 signature of the formal layer.
 
         The digest ``formal_sha256`` protects against accidental edits only: whoever
-        edits a card can recompute it. The signature says who issued the card: only
-        the holder of ``private_key`` can make one that verifies under the matching
-        public key (``verify_card(card, public_key=...)``). Needs ``cryptography``
+        edits a card can recompute it. Only the holder of ``private_key`` can make a
+        signature that verifies under the matching public key
+        (``verify_card(card, public_key=...)``). Needs ``cryptography``
         (``pip install "privconf_sklearn[sign]"``).
 
         Parameters
@@ -758,57 +838,31 @@ class ContractCard(_Checked):
         """
         from ._signing import sign_payload
 
-        signed = dataclasses.replace(
-            self, signature=sign_payload(self.signed_payload(), private_key)
-        )
+        signature = sign_payload(self.signed_payload(), private_key)
+        signed = dataclasses.replace(self, signature=signature)
         object.__setattr__(signed, "_estimator", self._estimator)
         return signed
 
 
-def _expect(data: Any, path: str, required: list[str], optional: tuple = ()) -> None:
-    """``data`` is an object with the fields ``required`` and perhaps ``optional``."""
-    if not isinstance(data, dict):
-        raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
-    missing, unknown = set(required) - set(data), set(data) - {*required, *optional}
-    if missing or unknown:
-        raise CardFormatError(
-            f"{path}: unknown fields {sorted(unknown)[:10]}, missing fields {sorted(missing)}."
-        )
+def _bare(mechanism, n_samples, alpha, agent_sizes) -> Configuration:
+    """The configuration of a calibration without a model on record."""
+    spec, sizes = ComponentSpec.of(mechanism), None if agent_sizes is None else tuple(agent_sizes)
+    return Configuration("unspecified", float(alpha), 1.0 - float(alpha), int(n_samples), spec,
+                         agent_sizes=sizes)  # fmt: skip
 
 
-def _formal_fields(formal: Any) -> dict[str, Any]:
-    """Constructor arguments of :class:`ContractCard` from the decoded formal layer."""
-    names = ["contract", "configuration", "privacy", "calibrations", "clauses", "decision"]
-    _expect(formal, "formal", [*names, "selection"])
-    _expect(formal["privacy"], "formal.privacy", ["training", "calibration"])
-    entries = formal["calibrations"]
-    if not isinstance(entries, tuple) or len(entries) != 1 or not isinstance(entries[0], dict):
-        raise CardFormatError("formal.calibrations must hold exactly one entry (no groups).")
-    _expect(entries[0], "formal.calibrations[0]", ["group", "certificate", "release"])
-    if entries[0]["group"] is not None:
-        raise CardFormatError("formal.calibrations[0].group must be null (no groups).")
-    if not isinstance(formal["clauses"], tuple):
-        raise CardFormatError("formal.clauses must be a JSON array.")
+def _agent_sizes(mechanism, calibration) -> tuple[int, ...] | None:
+    sizes = calibration.details.get("agent_sizes") if mechanism.requires_groups else None
+    return None if sizes is None else tuple(int(size) for size in sizes)
 
-    def record(kind, value, path):
-        return None if value is None else record_from_dict(kind, value, path)
 
-    where = "formal.calibrations[0]"
-    return {
-        "contract": record(Contract, formal["contract"], "formal.contract"),
-        "configuration": record(Configuration, formal["configuration"], "formal.configuration"),
-        "training_privacy": record(
-            TrainingPrivacy, formal["privacy"]["training"], "formal.privacy.training"
-        ),
-        "calibration_privacy": guarantee_from_dict(
-            formal["privacy"]["calibration"], "formal.privacy.calibration"
-        ),
-        "certificate": record(Certificate, entries[0]["certificate"], f"{where}.certificate"),
-        "release": record(Release, entries[0]["release"], f"{where}.release"),
-        "clauses": tuple(
-            record_from_dict(Clause, c, f"formal.clauses[{i}]")
-            for i, c in enumerate(formal["clauses"])
-        ),
-        "decision": formal["decision"],
-        "selection": record(Selection, formal["selection"], "formal.selection"),
-    }
+def _check_groups(configuration: Configuration, entries) -> None:
+    """Mondrian entries: distinct ids, sizes consistent with the calibration size."""
+    keys = [canonical_bytes(entry.group) for entry in entries]
+    if not entries or None in [e.group for e in entries] or len(set(keys)) != len(keys):
+        raise ValueError("Mondrian calibrations need distinct, non-null group ids.")
+    sizes = [entry.n_samples for entry in entries]
+    if configuration.group_sizes == "public" and sum(sizes) != configuration.n_samples:
+        raise ValueError(f"public group sizes sum to {sum(sizes)}, not n_samples.")
+    if max(sizes) > configuration.n_samples:
+        raise ValueError("a group's released size exceeds the calibration size.")

@@ -1,39 +1,23 @@
-"""JSON for cards: a float codec for infinities, strict bounded parsing, digests.
+"""JSON for cards: a float codec for infinities, strict bounded parsing.
 
-JSON has no ``inf``. A card value that can be infinite (an unconstrained budget, the
-epsilon of a non-private step, a margin of ``-inf``) is written as the one-key object
-``{"$float": "inf"}`` (or ``"-inf"``); finite floats are written with ``repr``, so a
-card round-trips exactly. NaN never appears on a card.
-
-Reading is strict and bounded, so that no crafted input can crash or exhaust a reader:
-at most :data:`MAX_CHARS` characters and :data:`MAX_DEPTH` levels of nesting, no
-duplicate keys, no bare ``NaN``/``Infinity`` tokens, integers of at most
-:data:`MAX_INT_DIGITS` digits and floats that are finite. Violations raise
-:class:`CardFormatError`.
+JSON has no ``inf``: cards write ``{"$float": "inf"}`` (or ``"-inf"``) and finite floats
+with ``repr``, so a card round-trips exactly; NaN never appears. Reading is strict and
+bounded (:data:`MAX_CHARS` characters, :data:`MAX_DEPTH` levels, no duplicate keys, no
+bare ``NaN``/``Infinity``, integers of at most :data:`MAX_INT_DIGITS` digits, finite
+floats), so that no crafted input can crash or exhaust a reader.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import numbers
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "MAX_CHARS",
-    "MAX_DEPTH",
-    "MAX_INT_DIGITS",
-    "CardFormatError",
-    "canonical_bytes",
-    "decode",
-    "dumps",
-    "loads",
-    "plain_value",
-    "sha256_of",
-]
+__all__ = ["CardFormatError", "canonical_bytes", "decode", "dumps", "loads", "plain_value"]
 
 #: Largest card text read (characters).
 MAX_CHARS = 16 * 2**20
@@ -41,8 +25,6 @@ MAX_CHARS = 16 * 2**20
 MAX_DEPTH = 32
 #: Most digits of an integer in a card.
 MAX_INT_DIGITS = 20
-
-_FLOAT = "$float"
 _INFINITIES = {"inf": math.inf, "-inf": -math.inf}
 
 
@@ -52,7 +34,7 @@ class CardFormatError(ValueError):
 
 def _encode(value: Any) -> Any:
     if isinstance(value, float) and math.isinf(value):
-        return {_FLOAT: "inf" if value > 0 else "-inf"}
+        return {"$float": "inf" if value > 0 else "-inf"}
     if isinstance(value, dict):
         return {str(key): _encode(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -67,22 +49,14 @@ def dumps(data: Any) -> str:
 
 def canonical_bytes(data: Any) -> bytes:
     """Key-sorted, compact, ASCII JSON: the bytes a digest or signature is taken over."""
-    text = json.dumps(
-        _encode(data), sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True
-    )
+    text = json.dumps(_encode(data), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return text.encode("ascii")
-
-
-def sha256_of(data: Any) -> str:
-    """SHA-256 (hex) of :func:`canonical_bytes` of ``data``."""
-    return hashlib.sha256(canonical_bytes(data)).hexdigest()
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict:
     data = dict(pairs)
     if len(data) != len(pairs):
-        keys = [key for key, _ in pairs]
-        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        repeated = sorted(key for key, count in Counter(k for k, _ in pairs).items() if count > 1)
         raise CardFormatError(f"duplicate keys {repeated[:5]} in a JSON object.")
     return data
 
@@ -94,14 +68,13 @@ def _integer(text: str) -> int:
 
 
 def _finite(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
+    if math.isinf(value := float(text)):
         raise CardFormatError(f"the number {text[:30]} is out of the float64 range.")
     return value
 
 
 def _constant(token: str):
-    raise CardFormatError(f"bare {token} is not JSON; cards write {{'{_FLOAT}': 'inf'}}.")
+    raise CardFormatError(f"bare {token} is not JSON; cards write {{'$float': 'inf'}}.")
 
 
 def loads(text: str | bytes) -> Any:
@@ -124,21 +97,19 @@ def loads(text: str | bytes) -> Any:
 
 
 def decode(data: Any, path: str = "card", depth: int = 0) -> Any:
-    """Parsed JSON as card values: ``{"$float": "inf"}`` to floats, arrays to tuples.
+    """Parsed JSON as card values (``{"$float": "inf"}`` to floats, arrays to tuples).
 
-    Also checks a parsed value given directly (``verify_card(json.loads(text))``):
-    nesting depth, JSON types only, string keys, no NaN. Idempotent. Errors name the
-    path.
+    Also checks a value parsed elsewhere (depth, JSON types, no NaN); idempotent.
     """
     if depth > MAX_DEPTH:
         raise CardFormatError(f"{path}: nested deeper than {MAX_DEPTH} levels.")
     if isinstance(data, dict):
-        if _FLOAT in data:
-            if len(data) != 1 or data[_FLOAT] not in _INFINITIES:
+        if "$float" in data:
+            if len(data) != 1 or data["$float"] not in _INFINITIES:
                 raise CardFormatError(
-                    f"{path}: {{'{_FLOAT}': ...}} must be the only key, with value 'inf' or '-inf'."
+                    f"{path}: {{'$float': ...}} must be the only key, with value 'inf' or '-inf'."
                 )
-            return _INFINITIES[data[_FLOAT]]
+            return _INFINITIES[data["$float"]]
         if not all(isinstance(key, str) for key in data):
             raise CardFormatError(f"{path}: JSON object keys must be strings.")
         return {key: decode(item, f"{path}.{key}", depth + 1) for key, item in data.items()}
@@ -152,11 +123,10 @@ def decode(data: Any, path: str = "card", depth: int = 0) -> Any:
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` as a JSON-representable value, or its ``repr`` marked as such.
+    """``value`` as JSON-representable card values, or ``{"$repr": repr(value)}``.
 
-    None, bool, int, float and str pass (numpy scalars become Python ones); sequences
-    and arrays become tuples; dicts keep string keys. Anything else becomes
-    ``{"$repr": repr(value)}``: recorded for the reader, not reconstructible.
+    None, bools, numbers and strings pass (numpy scalars become Python ones, NaN its
+    ``$repr``); sequences and arrays become tuples; dicts keep string keys.
     """
     if value is None or isinstance(value, bool | str):
         return value

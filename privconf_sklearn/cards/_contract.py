@@ -2,20 +2,19 @@
 
 A contract ``(gamma_target, eps_train_max, eps_cal_max, beta)`` (plus a ``delta`` bound)
 is met by a configuration ``c`` when ``L(c) >= gamma_target``, ``eps_train <=
-eps_train_max`` and ``eps_cal <= eps_cal_max`` (Eq. (3)). Eq. (3) is stated for a
-marginal coverage bound and pure calibration privacy; :func:`check_contract` decides
-the library's other cases conservatively, one named clause at a time (the user guide
-defines each clause). Margins are signed slack, ``>= 0`` exactly when the clause holds.
+eps_train_max`` and ``eps_cal <= eps_cal_max`` (Eq. (3)). :func:`check_contract` decides
+the library's other cases (high-probability bounds, approximate DP, unreachable levels,
+broken guarantees, Mondrian groups) conservatively, one named clause at a time; the user
+guide defines each. Margins are signed slack, ``>= 0`` exactly when the clause holds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
 
-from .._validation import Interval, NoneValue, Options
-from ._records import BUDGET, FLAG, SIGNED, TEXT, _Checked, marginal_lower_bound
+from .._validation import Interval, Options
+from ._records import BUDGET, FLAG, SIGNED, TEXT, Record, accepts, optional
 
 __all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
 
@@ -29,20 +28,20 @@ CLAUSES = (
     "epsilon_cal",
     "delta_cal",
 )
+_BELOW_ONE = [Interval("real", 0, 1, closed="left")]
 
 
 @dataclass(frozen=True)
-class Contract(_Checked):
+class Contract(Record):
     """Coverage and privacy requirements a deployment imposes (the paper's Sec. 3).
 
     Parameters
     ----------
     target_coverage : float
-        ``gamma_target`` in (0, 1): the certified marginal coverage required.
-    max_epsilon_train : float
-        Largest training privacy loss allowed, >= 0 (``inf``: unconstrained).
-    max_epsilon_cal : float
-        Largest calibration privacy loss allowed, >= 0 (``inf``: unconstrained).
+        ``gamma_target`` in (0, 1): the certified coverage required (in every group of a
+        Mondrian calibration).
+    max_epsilon_train, max_epsilon_cal : float
+        Largest training / calibration privacy loss allowed, >= 0 (``inf``: any).
     beta : float
         Largest failure probability a coverage certificate may have, in [0, 1).
     delta : float, default=0.0
@@ -56,22 +55,15 @@ class Contract(_Checked):
     Contract(target_coverage=0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=0.001, delta=0.0)
     """
 
-    target_coverage: float
-    max_epsilon_train: float
-    max_epsilon_cal: float
-    beta: float
-    delta: float = 0.0
-    _constraints: ClassVar = {
-        "target_coverage": [Interval("real", 0, 1, closed="neither")],
-        "max_epsilon_train": BUDGET,
-        "max_epsilon_cal": BUDGET,
-        "beta": [Interval("real", 0, 1, closed="left")],
-        "delta": [Interval("real", 0, 1, closed="left")],
-    }
+    target_coverage: float = field(metadata=accepts([Interval("real", 0, 1, closed="neither")]))
+    max_epsilon_train: float = field(metadata=accepts(BUDGET))
+    max_epsilon_cal: float = field(metadata=accepts(BUDGET))
+    beta: float = field(metadata=accepts(_BELOW_ONE))
+    delta: float = field(metadata=accepts(_BELOW_ONE), default=0.0)
 
 
 @dataclass(frozen=True)
-class Clause(_Checked):
+class Clause(Record):
     """One conjunct of the feasibility predicate, evaluated.
 
     Parameters
@@ -79,28 +71,20 @@ class Clause(_Checked):
     name : str
         One of :data:`CLAUSES`.
     requirement : str
-        The inequality checked, in words and numbers.
+        The inequality checked, in words and numbers (naming the groups that fail).
     value, bound, margin : float or None
-        The configuration's coordinate, the contract's bound and the signed slack
-        (``>= 0`` exactly when satisfied); None for the boolean ``level_reachable``.
+        The configuration's coordinate (the worst group's), the contract's bound and
+        the signed slack (``>= 0`` exactly when satisfied); None for ``level_reachable``.
     satisfied : bool
         Whether the clause holds.
     """
 
-    name: str
-    requirement: str
-    value: float | None
-    bound: float | None
-    margin: float | None
-    satisfied: bool
-    _constraints: ClassVar = {
-        "name": [Options(*CLAUSES)],
-        "requirement": TEXT,
-        "value": [NoneValue(), *BUDGET],
-        "bound": [NoneValue(), *BUDGET],
-        "margin": [NoneValue(), *SIGNED],
-        "satisfied": FLAG,
-    }
+    name: str = field(metadata=accepts([Options(*CLAUSES)]))
+    requirement: str = field(metadata=accepts(TEXT))
+    value: float | None = field(metadata=accepts(optional(BUDGET)))
+    bound: float | None = field(metadata=accepts(optional(BUDGET)))
+    margin: float | None = field(metadata=accepts(optional(SIGNED)))
+    satisfied: bool = field(metadata=accepts(FLAG))
 
 
 def _at_least(name: str, requirement: str, value: float, bound: float) -> Clause:
@@ -112,9 +96,15 @@ def _at_most(name: str, symbol: str, value: float, bound: float) -> Clause:
     return Clause(name, f"{symbol} <= {bound:.6g}", value, bound, margin, value <= bound)
 
 
-def check_contract(
-    contract: Contract, training, privacy, certificate, selection=None, release=None
-) -> tuple[Clause, ...]:
+def _groups(grouped: bool, failing: list, verb: str) -> str:
+    """`` in every group`` and the groups that fail, for a Mondrian card."""
+    if not grouped:
+        return ""
+    named = ", ".join(str(group) for group in failing[:10]) + (" ..." if len(failing) > 10 else "")
+    return " in every group" + (f"; {verb} in groups {named}" if failing else "")
+
+
+def check_contract(contract, training, privacy, calibrations, spent=None) -> tuple[Clause, ...]:
     """Evaluate every clause of the (conservatively extended) Eq. (3).
 
     Parameters
@@ -125,51 +115,67 @@ def check_contract(
         ``eps_train`` (``inf`` when unknown).
     privacy : PrivacyGuarantee
         The calibration guarantee; one that does not hold counts as ``(inf, 1)``.
-    certificate : Certificate
-        ``L(c)``; ``L - (1 - confidence)`` is the marginal bound checked.
-    selection : Selection or None, default=None
-        A search that calibrated something is charged what it spent in total.
-    release : Release or None, default=None
-        A release whose coverage does not hold certifies nothing (``L = 0``).
+    calibrations : sequence of CalibrationEntry
+        One entry, or one per Mondrian group. Coverage, confidence and reachability
+        must hold in every group (group-conditional coverage): each clause's value is
+        the worst group's, and its requirement names the groups that fail. A release
+        whose coverage does not hold certifies nothing (``L = 0``).
+    spent : tuple of float or None, default=None
+        A search's composed calibration ``(epsilon, delta)``, charged instead.
 
     Returns
     -------
     tuple of Clause
         In the order of :data:`CLAUSES`; feasible iff all hold (Observation 4.1).
     """
-    l_marg = marginal_lower_bound(certificate.lower_bound, certificate.confidence)
-    coverage = f"L - (1 - confidence) >= {contract.target_coverage:.6g}"
-    if release is not None and not release.coverage_holds:
-        l_marg, coverage = 0.0, coverage + " (the release's coverage does not hold: L = 0)"
-    if selection is not None and selection.n_evaluated > 0:
-        cal = (selection.spent_epsilon_cal, selection.spent_delta_cal)
-    else:
-        cal = (privacy.epsilon, privacy.delta) if privacy.holds else (math.inf, 1.0)
-    needed = 1.0 - contract.beta
+
+    def broken(entry) -> bool:
+        return entry.release is not None and not entry.release.coverage_holds
+
+    def marginal(entry) -> float:
+        return 0.0 if broken(entry) else entry.certificate.marginal_lower_bound
+
+    grouped = any(entry.group is not None for entry in calibrations)
+    target, needed = contract.target_coverage, 1.0 - contract.beta
+    coverage = f"L - (1 - confidence) >= {target:.6g}"
+    if not grouped and broken(calibrations[0]):
+        coverage += " (the release's coverage does not hold: L = 0)"
+    low = [e.group for e in calibrations if marginal(e) < target]
+    unsure = [e.group for e in calibrations if e.certificate.confidence < needed]
+    unreachable = [e.group for e in calibrations if not e.certificate.level_reachable]
+    if spent is None:
+        spent = (privacy.epsilon, privacy.delta) if privacy.holds else (math.inf, 1.0)
     return (
-        _at_least("coverage", coverage, l_marg, contract.target_coverage),
+        _at_least(
+            "coverage",
+            coverage + _groups(grouped, low, "fails"),
+            min(marginal(e) for e in calibrations),
+            target,
+        ),
         _at_least(
             "lower_bound_confidence",
-            f"confidence >= 1 - beta = {needed:.6g}",
-            certificate.confidence,
+            f"confidence >= 1 - beta = {needed:.6g}" + _groups(grouped, unsure, "fails"),
+            min(e.certificate.confidence for e in calibrations),
             needed,
         ),
         Clause(
             "level_reachable",
-            "the mechanism reaches the nominal level (no trivial top-of-range release)",
+            "the mechanism can reach the nominal level at this size (whether the release "
+            "is informative is recorded apart)"
+            + _groups(grouped, unreachable, "unreachable"),
             None,
             None,
             None,
-            certificate.level_reachable,
+            not unreachable,
         ),
         _at_most("epsilon_train", "eps_train", training.epsilon, contract.max_epsilon_train),
         _at_most("delta_train", "delta_train", training.delta, contract.delta),
-        _at_most("epsilon_cal", "eps_cal", cal[0], contract.max_epsilon_cal),
-        _at_most("delta_cal", "delta_cal", cal[1], contract.delta),
+        _at_most("epsilon_cal", "eps_cal", spent[0], contract.max_epsilon_cal),
+        _at_most("delta_cal", "delta_cal", spent[1], contract.delta),
     )
 
 
-def decision_of(contract: Contract | None, clauses: tuple[Clause, ...]) -> str:
+def decision_of(contract, clauses: tuple[Clause, ...]) -> str:
     """``"feasible"``, ``"infeasible"``, or ``"unchecked"`` when there is no contract."""
     if contract is None:
         return "unchecked"

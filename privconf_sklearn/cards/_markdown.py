@@ -7,6 +7,8 @@ from functools import reduce
 from string import Template
 from typing import Any
 
+from ._records import EMPIRICAL
+
 __all__ = ["render_markdown"]
 
 TEMPLATE = Template(
@@ -38,17 +40,21 @@ ${selection}Formal-layer SHA-256: `$digest`$signature
 
 ## Diagnostic layer (not formal evidence)
 
-$diagnostics$owner"""
+$diagnostics"""
 )
 
 #: Columns of each table: attribute paths of the records in its rows.
 CONTRACT = "target_coverage max_epsilon_train max_epsilon_cal beta delta"
 PRIVACY = "epsilon delta rho notion adjacency holds source description"
-CERTIFICATE = "lower_bound confidence marginal_lower_bound level_reachable reason"
+CERTIFICATE = (
+    "group n_samples certificate.lower_bound certificate.confidence "
+    "certificate.marginal_lower_bound certificate.level_reachable certificate.reason"
+)
 CLAUSE = "name requirement value margin satisfied"
 RELEASE = (
-    "threshold informative coverage_holds reason threshold_score_units score_bounds "
-    "score_bounds_source target_level coverage_upper_bound"
+    "group release.threshold release.informative release.coverage_holds release.reason "
+    "release.threshold_score_units release.score_bounds release.score_bounds_source "
+    "release.target_level release.coverage_upper_bound"
 )
 SELECTION = (
     "n_checked n_formally_feasible n_selected n_evaluated chosen_index best_coverage_margin "
@@ -58,7 +64,6 @@ CANDIDATE = (
     "index configuration.nominal_coverage calibration.epsilon configuration.n_samples "
     "configuration.mechanism certificate.marginal_lower_bound status note"
 )
-EMPIRICAL = "n_test empirical_coverage mean_set_size singleton_rate accuracy mean_width"
 
 
 def _fmt(value: Any) -> str:
@@ -84,12 +89,13 @@ def _attribute(record, name: str):
 def _table(columns: str, *records, labels: tuple[str, ...] = ()) -> str:
     """One row per record, one column per attribute path (``a.b`` reads ``record.a.b``)."""
     names = columns.split()
-    header = (["", *names] if labels else names, ["---"] * (len(names) + bool(labels)))
+    header = [*([""] if labels else []), *(name.split(".")[-1] for name in names)]
     rows = [
         [*labels[i : i + 1], *(_fmt(reduce(_attribute, n.split("."), r)) for n in names)]
         for i, r in enumerate(records)
     ]
-    return "".join("| " + " | ".join(row) + " |\n" for row in [*header, *rows])
+    lines = [header, ["---"] * len(header), *rows]
+    return "".join("| " + " | ".join(row) + " |\n" for row in lines)
 
 
 def _fields(record) -> str:
@@ -109,18 +115,35 @@ def _notes(card) -> tuple[str, str]:
         )
     if card.decision == "unchecked":
         notes.append("No contract recorded: the card documents the calibration only.")
-    release = card.release
-    if release is not None and not release.informative:
+    entries = [e for e in card.calibrations if e.release is not None]
+    trivial = [e.group for e in entries if not e.release.informative]
+    if trivial and trivial != [None]:
+        title += f" — UNINFORMATIVE in groups {', '.join(str(g) for g in trivial[:10])}"
+        notes.append("Those groups' sets hold every label / intervals span the score bounds.")
+    elif trivial:
         title += " — UNINFORMATIVE (trivial sets / intervals)"
         notes.append(
             "The release is the top of the public range: every set holds every label and "
             "every interval is as wide as the score bounds."
         )
-    if release is not None and release.reason:
-        notes.append(f"Release: {release.reason}.")
-    if release is not None and not release.coverage_holds:
+    if len(card.calibrations) == 1 and entries and entries[0].release.reason:
+        notes.append(f"Release: {entries[0].release.reason.rstrip('.')}.")
+    if any(not e.release.coverage_holds for e in entries):
         notes.append("The coverage guarantee does not hold for this release.")
     return title, "".join(note + "\n\n" for note in notes)
+
+
+def _diagnostics(diagnostics, owner_diagnostics) -> str:
+    text = _table(" ".join(EMPIRICAL), diagnostics)
+    if diagnostics.mechanism_details:
+        text += f"\nMechanism details: {_fmt(diagnostics.mechanism_details)}\n"
+    if diagnostics.candidates:
+        text += "\nEvaluated configurations:\n\n"
+        text += _table(f"candidate_index {' '.join(EMPIRICAL)}", *diagnostics.candidates)
+    if owner_diagnostics:
+        text += "\n## Owner diagnostics — NOT covered by the privacy guarantee, do not publish\n\n"
+        text += "".join(f"- {part}: {_fmt(values)}\n" for part, values in owner_diagnostics.items())
+    return text
 
 
 def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
@@ -140,19 +163,7 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
     title, notes = _notes(card)
     cal, train, selection = card.calibration_privacy, card.training_privacy, card.selection
     rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
-    diagnostics = card.diagnostics
-    published = _table(EMPIRICAL, diagnostics)
-    if diagnostics.mechanism_details:
-        published += f"\nMechanism details: {_fmt(diagnostics.mechanism_details)}\n"
-    if diagnostics.candidates:
-        published += "\nEvaluated configurations:\n\n"
-        published += _table(f"candidate_index {EMPIRICAL}", *diagnostics.candidates)
-    owner = ""
-    if owner_diagnostics:
-        owner = "\n## Owner diagnostics — NOT covered by the privacy guarantee, do not publish\n\n"
-        owner += "".join(
-            f"- {part}: {_fmt(values)}\n" for part, values in owner_diagnostics.items()
-        )
+    released = card.calibrations[0].release is not None
     return TEMPLATE.substitute(
         title=title,
         budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)}{rho} "
@@ -163,11 +174,9 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         contract="—\n" if card.contract is None else _table(CONTRACT, card.contract),
         configuration=_fields(card.configuration),
         privacy=_table(PRIVACY, train, cal, labels=("training", "calibration")),
-        certificate=_table(CERTIFICATE, card.certificate),
+        certificate=_table(CERTIFICATE, *card.calibrations),
         clauses=_table(CLAUSE, *card.clauses) if card.clauses else "— (no contract)\n",
-        release="Not calibrated (no data read).\n"
-        if card.release is None
-        else _table(RELEASE, card.release),
+        release=_table(RELEASE, *card.calibrations) if released else "Not calibrated.\n",
         selection=""
         if selection is None
         else "### Selection summary (certificate-aware search)\n\n"
@@ -179,6 +188,5 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         signature=""
         if card.signature is None
         else f"  \nSigned (Ed25519) by key `{card.signature.public_key}`",
-        diagnostics=published,
-        owner=owner,
+        diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
     )

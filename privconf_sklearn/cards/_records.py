@@ -1,28 +1,28 @@
-"""The records a contract card is made of (the contract-cards paper's Table 1).
+"""The records of a contract card (the contract-cards paper's Table 1) and their schema.
 
-Every record checks its fields against a constraints table when it is built, so a card
-built in memory or read from JSON never holds a negative budget, a threshold outside
-[0, 1] or a NaN; :func:`record_from_dict` reports such errors as
-:class:`CardFormatError` with the JSON path.
+Every field is declared once, with :func:`accepts`: the types and ranges it accepts.
+That one declaration validates a record when it is built (``TypeError`` /
+``ValueError`` naming the field), writes it (:func:`to_plain`) and reads it back
+(:func:`from_plain`: ``CardFormatError`` naming the JSON path), so a card read from JSON
+is never in a state a card built in memory could not be in.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
 
 import numpy as np
 
 from .._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from .._validation import validate_params as _validate_params
-from ..privacy import PrivacyGuarantee
+from ..privacy import ADJACENCY_STATEMENTS, PrivacyGuarantee
 from ._codec import CardFormatError, plain_value
 
 __all__ = [
+    "CalibrationEntry",
     "Candidate",
     "Certificate",
     "ComponentSpec",
@@ -36,16 +36,21 @@ __all__ = [
 
 #: Largest calibration size a card records: 2**53, so every size is an exact float64.
 MAX_SAMPLES = 2**53
-#: Most agents (federated) or configurations (search) a card records.
+#: Most agents, groups or grid configurations a card records.
 MAX_ITEMS = 100_000
 
 
+# ------------------------------------------------------------------- constraints
 class Check(Constraint):
     """A constraint from a description, a type test, a value test and a conversion."""
 
     def __init__(self, description: str, of_type, value=None, convert=None):
-        self.description, self.of_type = description, of_type
-        self.value, self.conversion = value, convert
+        self.description, self.of_type, self.value, self.conversion = (
+            description,
+            of_type,
+            value,
+            convert,
+        )
 
     def accepts_type(self, value) -> bool:
         """The type test."""
@@ -64,38 +69,55 @@ class Check(Constraint):
         return self.description
 
 
-def _is_real(value) -> bool:
+class Items(Check):
+    """A list, tuple or array of at most ``max_length`` items, each meeting an option."""
+
+    def __init__(self, *options: Constraint, max_length: int = MAX_ITEMS, length=None):
+        self.options = options
+        each = " or ".join(option.describe() for option in options)
+        super().__init__(
+            f"a sequence of {length or f'at most {max_length}'} items, each {each}",
+            lambda values: isinstance(values, list | tuple | np.ndarray),
+            lambda values: (
+                len(values) <= max_length
+                and length in (None, len(values))
+                and all(self.option(v) is not None for v in values)
+            ),
+            lambda values: tuple(self.option(v).convert(v) for v in values),
+        )
+
+    def option(self, value):
+        """The first option accepting ``value``, or None."""
+        return next(
+            (o for o in self.options if o.accepts_type(value) and o.accepts_value(value)), None
+        )
+
+
+class Nested(InstanceOf):
+    """A record (read from a JSON object); records of other classes are re-checked."""
+
+    def convert(self, value):
+        """Records validate themselves; a PrivacyGuarantee is checked and rebuilt."""
+        if isinstance(value, Record):
+            return value
+        schema = schema_of(self.kind)
+        return self.kind(**_validate_params(self.name, schema, vars(value)))
+
+
+def _real(value) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
-def tuple_of(*options: Constraint, max_length: int = MAX_ITEMS, length: int | None = None):
-    """A list, tuple or array of at most ``max_length`` items, each meeting an option."""
-
-    def item(value):
-        return next((o for o in options if o.accepts_type(value) and o.accepts_value(value)), None)
-
-    def accepted(values) -> bool:
-        size_ok = len(values) <= max_length and length in (None, len(values))
-        return size_ok and all(item(value) is not None for value in values)
-
-    each = " or ".join(option.describe() for option in options)
-    return Check(
-        f"a sequence of {length or f'at most {max_length}'} items, each {each}",
-        lambda values: isinstance(values, list | tuple | np.ndarray),
-        accepted,
-        lambda values: tuple(item(value).convert(value) for value in values),
-    )
-
-
-INF = Check("inf", _is_real, lambda value: value == math.inf, float)
+INF = Check("inf", _real, lambda value: value == math.inf, float)
 TEXT = [InstanceOf(str, "string")]
 FLAG = [Boolean()]
 UNIT = [Interval("real", 0, 1)]
 OPEN_UNIT = [Interval("real", 0, 1, closed="neither")]
 BUDGET = [Interval("real", 0, None), INF]  # a privacy loss: >= 0, inf allowed
-SIGNED = [Interval("real"), INF, Check("-inf", _is_real, lambda value: value == -math.inf, float)]
+SIGNED = [Interval("real"), INF, Check("-inf", _real, lambda v: v == -math.inf, float)]
 COUNT = [Interval("integer", 0, MAX_ITEMS)]
 SIZE = [Interval("integer", 1, MAX_SAMPLES)]
+ANY_VALUE = Check("a JSON value", lambda value: True)
 
 
 def optional(constraints: list) -> list:
@@ -109,136 +131,178 @@ def hex_digits(length: int) -> Check:
     return Check(f"{length} lower-case hex digits", lambda v: isinstance(v, str), pattern.fullmatch)
 
 
-def check_fields(record) -> None:
-    """Check ``record`` against its class's ``_constraints``; store the converted values."""
-    constraints = type(record)._constraints
-    values = {name: getattr(record, name) for name in constraints}
-    for name, value in _validate_params(type(record).__name__, constraints, values).items():
-        object.__setattr__(record, name, value)
+# ----------------------------------------------------------------------- schema
+def accepts(constraints: list) -> dict[str, list]:
+    """A field's metadata: its entry in the schema, the constraints its values meet."""
+    return {"schema": constraints}
 
 
-_GUARANTEE = {
+#: The schema of a calibration guarantee (a class of the privacy layer).
+GUARANTEE: dict[str, list] = {
     "notion": [Options("pure", "zcdp", "local", "none")],
     "epsilon": BUDGET,
     "delta": UNIT,
     "rho": optional(BUDGET),
-    "adjacency": [Options("replace-one", "add/remove", "replace-one and add/remove")],
+    "adjacency": [Options(*ADJACENCY_STATEMENTS)],
     "holds": FLAG,
     "description": TEXT,
 }
 
 
-def check_guarantee(guarantee: Any) -> PrivacyGuarantee:
-    """A :class:`~privconf_sklearn.privacy.PrivacyGuarantee` with checked fields."""
-    if not isinstance(guarantee, PrivacyGuarantee):
-        raise TypeError(f"expected a PrivacyGuarantee; got {type(guarantee).__name__}.")
-    values = {name: getattr(guarantee, name) for name in _GUARANTEE}
-    return PrivacyGuarantee(**_validate_params("PrivacyGuarantee", _GUARANTEE, values))
+def schema_of(cls: type) -> dict[str, list]:
+    """Field name -> accepted forms, in the order the fields are written."""
+    if cls is PrivacyGuarantee:
+        return GUARANTEE
+    return {f.name: f.metadata["schema"] for f in fields(cls) if "schema" in f.metadata}
 
 
-def guarantee_from_dict(data: Any, path: str) -> PrivacyGuarantee:
-    """A checked guarantee from decoded JSON."""
-    guarantee = record_from_dict(PrivacyGuarantee, data, path)
+class Record:
+    """A dataclass whose fields are checked against its schema when it is built."""
+
+    def __post_init__(self):
+        schema = schema_of(type(self))
+        values = {name: getattr(self, name) for name in schema}
+        for name, value in _validate_params(type(self).__name__, schema, values).items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    def _check(self) -> None:
+        """Rules between fields (``ValueError``)."""
+
+
+def to_plain(value: Any) -> Any:
+    """A record (recursively) as dicts, lists and plain values, fields in schema order."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {name: to_plain(getattr(value, name)) for name in schema_of(type(value))}
+    if isinstance(value, list | tuple):
+        return [to_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): to_plain(item) for key, item in value.items()}
+    return value
+
+
+def decode_field(options: list, value: Any, path: str) -> Any:
+    """Nested JSON objects of a field value as the records its schema names."""
+    if isinstance(value, dict):
+        nested = next((o for o in options if isinstance(o, Nested)), None)
+        return value if nested is None else from_plain(nested.kind, value, path)
+    items = next((o for o in options if isinstance(o, Items)), None)
+    if isinstance(value, tuple) and items is not None and len(value) <= MAX_ITEMS:
+        return tuple(
+            decode_field(list(items.options), v, f"{path}[{i}]") for i, v in enumerate(value)
+        )
+    return value
+
+
+def json_object(data: Any, path: str, required, optional_fields=()) -> dict:
+    """``data``: a JSON object with the fields ``required`` and perhaps ``optional_fields``."""
+    if not isinstance(data, dict):
+        raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
+    missing = [name for name in required if name not in data]
+    unknown = sorted(set(data) - {*required, *optional_fields})
+    if unknown or missing:
+        problems = [f"missing fields {missing}"] if missing else []
+        problems += [f"unknown fields {unknown[:10]}"] if unknown else []
+        raise CardFormatError(f"{path}: {', '.join(problems)}.")
+    return dict(data)
+
+
+def from_plain(cls: type, data: Any, path: str) -> Any:
+    """The record ``cls`` from decoded JSON; every error names the JSON path."""
+    schema = schema_of(cls)
+    data = json_object(data, path, schema)
+    values = {name: decode_field(schema[name], data[name], f"{path}.{name}") for name in schema}
     try:
-        return check_guarantee(guarantee)
+        return Nested(cls).convert(cls(**values))
+    except CardFormatError:
+        raise
     except (TypeError, ValueError) as exc:
         raise CardFormatError(f"{path}: {exc}") from exc
 
 
+# ---------------------------------------------------------------------- records
 def marginal_lower_bound(lower_bound: float, confidence: float) -> float:
-    """``L - (1 - confidence)``, floored at 0: a marginal bound from a high-probability one."""
+    """``L - (1 - confidence)`` floored at 0: a marginal bound from a high-probability one."""
     if confidence >= 1.0:
         return float(lower_bound)
     return max(0.0, float(lower_bound) - (1.0 - float(confidence)))
 
 
-class _Checked:
-    """Records whose fields are checked against ``_constraints`` when built."""
-
-    _constraints: ClassVar[dict[str, list]] = {}
-
-    def __post_init__(self):
-        check_fields(self)
-
-
 @dataclass(frozen=True)
-class ComponentSpec(_Checked):
+class ComponentSpec(Record):
     """A mechanism or score: class name and ``get_params(deep=False)`` as JSON values.
 
     Parameters
     ----------
     name : str
-        Class name, e.g. ``"DPAPS"``; mechanisms are rebuilt from it to recompute ``L(c)``.
+        Class name, e.g. ``"DPAPS"``; the verifier rebuilds mechanisms from it.
     params : dict
-        Parameters as plain values (objects recorded as ``{"$repr": ...}``).
+        Parameters as plain values (other objects as ``{"$repr": ...}``).
     """
 
-    name: str
-    params: dict[str, Any]
-    _constraints: ClassVar = {"name": TEXT, "params": [InstanceOf(dict, "dict")]}
+    name: str = field(metadata=accepts(TEXT))
+    params: dict[str, Any] = field(metadata=accepts([InstanceOf(dict, "dict")]))
 
     @classmethod
     def of(cls, component) -> ComponentSpec:
-        """The spec of a scikit-learn style component instance."""
-        params = plain_value(component.get_params(deep=False))
-        return cls(type(component).__name__, dict(sorted(params.items())))
+        """The spec of a scikit-learn style component."""
+        return cls(type(component).__name__, plain_value(component.get_params(deep=False)))
 
 
 @dataclass(frozen=True)
-class Configuration(_Checked):
+class Configuration(Record):
     """The calibration choices ``c``.
 
     Parameters
     ----------
     task : {"classification", "regression", "unspecified"}
         What the predictor outputs (sets or intervals).
-    alpha : float
-        Requested miscoverage, in (0, 1).
-    nominal_coverage : float
-        ``gamma = 1 - alpha``.
+    alpha, nominal_coverage : float
+        Requested miscoverage in (0, 1) and ``gamma = 1 - alpha``.
     n_samples : int
         Calibration size (public), in [1, 2**53].
     mechanism : ComponentSpec
         Quantile mechanism and its parameters.
-    conformity_score : ComponentSpec or None
+    conformity_score : ComponentSpec or None, default=None
         Conformity score and its parameters.
-    estimator : str or None
-        The fitted model (class path; pipelines list their steps).
-    agent_sizes : tuple of int or None
-        Federated mechanisms: each agent's (public) calibration size, summing to
-        ``n_samples``.
+    estimator : str or None, default=None
+        The fitted model's class path (pipelines list their steps).
+    agent_sizes : tuple of int or None, default=None
+        Federated mechanisms: each agent's public size, summing to ``n_samples``.
+    mondrian : str or None, default=None
+        Mondrian calibration: ``"class"`` or ``"callable <name>"`` (None: one threshold).
+    group_sizes : "public", ComponentSpec or None, default=None
+        With ``mondrian``: ``"public"`` or the ``PrivateGroupSizes`` that released them.
     """
 
-    task: str
-    alpha: float
-    nominal_coverage: float
-    n_samples: int
-    mechanism: ComponentSpec
-    conformity_score: ComponentSpec | None = None
-    estimator: str | None = None
-    agent_sizes: tuple[int, ...] | None = None
-    _constraints: ClassVar = {
-        "task": [Options("classification", "regression", "unspecified")],
-        "alpha": OPEN_UNIT,
-        "nominal_coverage": OPEN_UNIT,
-        "n_samples": SIZE,
-        "mechanism": [InstanceOf(ComponentSpec)],
-        "conformity_score": optional([InstanceOf(ComponentSpec)]),
-        "estimator": optional(TEXT),
-        "agent_sizes": optional([tuple_of(*SIZE)]),
-    }
-    _nested: ClassVar = {"mechanism": ComponentSpec, "conformity_score": ComponentSpec}
+    task: str = field(metadata=accepts([Options("classification", "regression", "unspecified")]))
+    alpha: float = field(metadata=accepts(OPEN_UNIT))
+    nominal_coverage: float = field(metadata=accepts(OPEN_UNIT))
+    n_samples: int = field(metadata=accepts(SIZE))
+    mechanism: ComponentSpec = field(metadata=accepts([Nested(ComponentSpec)]))
+    conformity_score: ComponentSpec | None = field(
+        metadata=accepts(optional([Nested(ComponentSpec)])), default=None
+    )
+    estimator: str | None = field(metadata=accepts(optional(TEXT)), default=None)
+    agent_sizes: tuple[int, ...] | None = field(
+        metadata=accepts(optional([Items(*SIZE)])), default=None
+    )
+    mondrian: str | None = field(metadata=accepts(optional(TEXT)), default=None)
+    group_sizes: str | ComponentSpec | None = field(
+        metadata=accepts([NoneValue(), Options("public"), Nested(ComponentSpec)]), default=None
+    )
 
-    def __post_init__(self):
-        check_fields(self)
+    def _check(self) -> None:
         if not math.isclose(self.nominal_coverage, 1.0 - self.alpha, rel_tol=1e-12):
             raise ValueError(f"nominal_coverage {self.nominal_coverage!r} is not 1 - alpha.")
         if self.agent_sizes is not None and sum(self.agent_sizes) != self.n_samples:
             raise ValueError(f"agent_sizes sum to {sum(self.agent_sizes)}, not n_samples.")
+        if (self.mondrian is None) != (self.group_sizes is None):
+            raise ValueError("mondrian and group_sizes are recorded together or not at all.")
 
 
 @dataclass(frozen=True)
-class TrainingPrivacy(_Checked):
+class TrainingPrivacy(Record):
     """Privacy of the model training, ``eps_train``.
 
     Parameters
@@ -251,14 +315,13 @@ class TrainingPrivacy(_Checked):
         Where the numbers come from (a diffprivlib model's ``epsilon``, the user...).
     """
 
-    epsilon: float
-    delta: float
-    source: str
-    _constraints: ClassVar = {"epsilon": BUDGET, "delta": UNIT, "source": TEXT}
+    epsilon: float = field(metadata=accepts(BUDGET))
+    delta: float = field(metadata=accepts(UNIT))
+    source: str = field(metadata=accepts(TEXT))
 
 
 @dataclass(frozen=True)
-class Certificate(_Checked):
+class Certificate(Record):
     """The mechanism's formal coverage certificate ``L(c)`` (the paper's Eq. (2)).
 
     Parameters
@@ -275,21 +338,13 @@ class Certificate(_Checked):
         Why the level is unreachable, or empty.
     """
 
-    lower_bound: float
-    confidence: float
-    marginal_lower_bound: float
-    level_reachable: bool
-    reason: str
-    _constraints: ClassVar = {
-        "lower_bound": UNIT,
-        "confidence": UNIT,
-        "marginal_lower_bound": UNIT,
-        "level_reachable": FLAG,
-        "reason": TEXT,
-    }
+    lower_bound: float = field(metadata=accepts(UNIT))
+    confidence: float = field(metadata=accepts(UNIT))
+    marginal_lower_bound: float = field(metadata=accepts(UNIT))
+    level_reachable: bool = field(metadata=accepts(FLAG))
+    reason: str = field(metadata=accepts(TEXT))
 
-    def __post_init__(self):
-        check_fields(self)
+    def _check(self) -> None:
         if self.marginal_lower_bound != marginal_lower_bound(self.lower_bound, self.confidence):
             raise ValueError("marginal_lower_bound is not L - (1 - confidence).")
 
@@ -301,22 +356,20 @@ class Certificate(_Checked):
 
 
 @dataclass(frozen=True)
-class Release(_Checked):
-    """What the calibration released (None on cards of uncalibrated configurations).
+class Release(Record):
+    """What a calibration released.
 
     Parameters
     ----------
     threshold : float
         Threshold on the public range [0, 1].
     threshold_score_units : float or None
-        The same threshold in score units (None when the score bounds are not public).
+        The same in score units (None when the score bounds are not public).
     score_bounds : tuple of float or None
         Public score range mapped to [0, 1] (None when not public).
     score_bounds_source : {"public", "calibration data"} or None
-        Where the score range came from: ``"public"`` (a score's natural range, or the
-        regressor's ``score_bounds``) or ``"calibration data"`` (``score_bounds=None``:
-        the calibration guarantee does not hold and the range is an owner diagnostic).
-        None for a bare mechanism calibration.
+        Where the score range came from (``"calibration data"``: ``score_bounds=None``,
+        the calibration guarantee does not hold); None for a bare mechanism.
     target_level : float or None
         Empirical quantile level the mechanism aimed at (public).
     coverage_upper_bound : float or None
@@ -324,41 +377,31 @@ class Release(_Checked):
     upper_bound_atom_slope : float
         Add ``slope * p_max`` to the upper bound when scores have atoms.
     informative : bool
-        ``threshold < 1``. False: every set holds every label, every interval is as wide
-        as the score bounds.
+        ``threshold < 1``. False: every set holds every label, every interval spans the
+        score bounds.
     coverage_holds : bool
         False when an assumption of the coverage guarantee broke or cannot be shown
-        (a regression threshold at the upper score bound covers only targets whose score
-        lies within the bounds, which the card cannot show without disclosing data).
+        (a regression threshold at the upper score bound).
     reason : str
         Why the release is uninformative or its coverage does not hold, or empty.
     """
 
-    threshold: float
-    threshold_score_units: float | None
-    score_bounds: tuple[float, float] | None
-    score_bounds_source: str | None
-    target_level: float | None
-    coverage_upper_bound: float | None
-    upper_bound_atom_slope: float
-    informative: bool
-    coverage_holds: bool
-    reason: str
-    _constraints: ClassVar = {
-        "threshold": UNIT,
-        "threshold_score_units": optional([Interval("real")]),
-        "score_bounds": optional([tuple_of(Interval("real"), length=2)]),
-        "score_bounds_source": optional([Options("public", "calibration data")]),
-        "target_level": optional([Interval("real", 0, None)]),
-        "coverage_upper_bound": optional(UNIT),
-        "upper_bound_atom_slope": [Interval("real", 0, None)],
-        "informative": FLAG,
-        "coverage_holds": FLAG,
-        "reason": TEXT,
-    }
+    threshold: float = field(metadata=accepts(UNIT))
+    threshold_score_units: float | None = field(metadata=accepts(optional([Interval("real")])))
+    score_bounds: tuple[float, float] | None = field(
+        metadata=accepts(optional([Items(Interval("real"), length=2)]))
+    )
+    score_bounds_source: str | None = field(
+        metadata=accepts(optional([Options("public", "calibration data")]))
+    )
+    target_level: float | None = field(metadata=accepts(optional([Interval("real", 0, None)])))
+    coverage_upper_bound: float | None = field(metadata=accepts(optional(UNIT)))
+    upper_bound_atom_slope: float = field(metadata=accepts([Interval("real", 0, None)]))
+    informative: bool = field(metadata=accepts(FLAG))
+    coverage_holds: bool = field(metadata=accepts(FLAG))
+    reason: str = field(metadata=accepts(TEXT))
 
-    def __post_init__(self):
-        check_fields(self)
+    def _check(self) -> None:
         bounds = self.score_bounds
         if self.informative != (self.threshold < 1.0):
             raise ValueError(f"informative must be threshold < 1 = {self.threshold < 1.0}.")
@@ -371,7 +414,32 @@ class Release(_Checked):
 
 
 @dataclass(frozen=True)
-class Candidate(_Checked):
+class CalibrationEntry(Record):
+    """One released threshold: the whole calibration set's, or one Mondrian group's.
+
+    Parameters
+    ----------
+    group : JSON value or None
+        The group id (None: the whole calibration set). Public: a label of the model
+        (``mondrian="class"``), a declared id (``PrivateGroupSizes.group_ids``) or an id
+        whose group size was declared public.
+    n_samples : int
+        Scores the mechanism ran on: the calibration size, the group's public size, or
+        its privately released lower bound (never the exact size of a private group).
+    certificate : Certificate
+        ``L(c)`` within the group.
+    release : Release or None
+        The release (None for a configuration never calibrated).
+    """
+
+    group: Any = field(metadata=accepts([NoneValue(), ANY_VALUE]))
+    n_samples: int = field(metadata=accepts([Interval("integer", 0, MAX_SAMPLES)]))
+    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
+    release: Release | None = field(metadata=accepts(optional([Nested(Release)])))
+
+
+@dataclass(frozen=True)
+class Candidate(Record):
     """One configuration of a certificate-aware search grid and what became of it.
 
     Parameters
@@ -383,7 +451,8 @@ class Candidate(_Checked):
     training : TrainingPrivacy
         Its training privacy.
     calibration : PrivacyGuarantee
-        Its planned calibration guarantee (a calibrated one: the guarantee it carries).
+        Planned calibration guarantee, under the estimator's adjacency (a calibrated
+        configuration: the guarantee its release carries).
     certificate : Certificate
         Its coverage certificate, from public quantities alone.
     formally_feasible : bool
@@ -395,37 +464,20 @@ class Candidate(_Checked):
         Why it was dominated or skipped, or empty.
     """
 
-    index: int
-    configuration: Configuration
-    training: TrainingPrivacy
-    calibration: PrivacyGuarantee
-    certificate: Certificate
-    formally_feasible: bool
-    status: str
-    note: str
-    _constraints: ClassVar = {
-        "index": COUNT,
-        "configuration": [InstanceOf(Configuration)],
-        "training": [InstanceOf(TrainingPrivacy)],
-        "certificate": [InstanceOf(Certificate)],
-        "formally_feasible": FLAG,
-        "status": [Options("infeasible", "dominated", "skipped", "evaluated", "chosen")],
-        "note": TEXT,
-    }
-    _nested: ClassVar = {
-        "configuration": Configuration,
-        "training": TrainingPrivacy,
-        "calibration": guarantee_from_dict,
-        "certificate": Certificate,
-    }
-
-    def __post_init__(self):
-        check_fields(self)
-        object.__setattr__(self, "calibration", check_guarantee(self.calibration))
+    index: int = field(metadata=accepts(COUNT))
+    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
+    training: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
+    calibration: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
+    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
+    formally_feasible: bool = field(metadata=accepts(FLAG))
+    status: str = field(
+        metadata=accepts([Options("infeasible", "dominated", "skipped", "evaluated", "chosen")])
+    )
+    note: str = field(metadata=accepts(TEXT))
 
 
 @dataclass(frozen=True)
-class Selection(_Checked):
+class Selection(Record):
     """Selection summary of a certificate-aware search (the paper's Sec. 4, Table 2).
 
     Parameters
@@ -436,7 +488,7 @@ class Selection(_Checked):
         How evaluated configurations shared the calibration rows (sets the composition).
     n_checked, n_formally_feasible, n_selected, n_evaluated : int
         Grid size; configurations passing Eq. (3) on certificates alone; the feasible,
-        non-dominated ones selected for evaluation; those actually calibrated.
+        non-dominated ones; those actually calibrated.
     chosen_index : int or None
         Grid index of the configuration on the card (None if nothing was feasible).
     best_coverage_margin : float
@@ -448,43 +500,38 @@ class Selection(_Checked):
         Every grid configuration.
     """
 
-    rule: str
-    calibration_split: str
-    n_checked: int
-    n_formally_feasible: int
-    n_selected: int
-    n_evaluated: int
-    chosen_index: int | None
-    best_coverage_margin: float
-    spent_epsilon_cal: float
-    spent_delta_cal: float
-    candidates: tuple[Candidate, ...]
-    _constraints: ClassVar = {
-        "rule": TEXT,
-        "calibration_split": [Options("disjoint", "shared")],
-        "n_checked": COUNT,
-        "n_formally_feasible": COUNT,
-        "n_selected": COUNT,
-        "n_evaluated": COUNT,
-        "chosen_index": optional(COUNT),
-        "best_coverage_margin": [Interval("real", -1, 1)],
-        "spent_epsilon_cal": BUDGET,
-        "spent_delta_cal": UNIT,
-        "candidates": [tuple_of(InstanceOf(Candidate))],
-    }
-    _nested: ClassVar = {"candidates": Candidate}
+    rule: str = field(metadata=accepts(TEXT))
+    calibration_split: str = field(metadata=accepts([Options("disjoint", "shared")]))
+    n_checked: int = field(metadata=accepts(COUNT))
+    n_formally_feasible: int = field(metadata=accepts(COUNT))
+    n_selected: int = field(metadata=accepts(COUNT))
+    n_evaluated: int = field(metadata=accepts(COUNT))
+    chosen_index: int | None = field(metadata=accepts(optional(COUNT)))
+    best_coverage_margin: float = field(metadata=accepts([Interval("real", -1, 1)]))
+    spent_epsilon_cal: float = field(metadata=accepts(BUDGET))
+    spent_delta_cal: float = field(metadata=accepts(UNIT))
+    candidates: tuple[Candidate, ...] = field(metadata=accepts([Items(Nested(Candidate))]))
 
 
+#: The empirical diagnostics, in the order cards show them.
+EMPIRICAL = (
+    "n_test",
+    "empirical_coverage",
+    "mean_set_size",
+    "singleton_rate",
+    "accuracy",
+    "mean_width",
+)
 _MEASURE = optional([Interval("real", 0, None)])
+_DIAGNOSTICS: list = []  # the candidates' form, once the class exists
 
 
 @dataclass
-class Diagnostics(_Checked):
+class Diagnostics(Record):
     """Published diagnostics (the paper's diagnostic layer; not formal evidence).
 
-    Only public or privacy-protected quantities: results on data declared public
-    (``evaluate(..., public=True)``, a search's evaluation data) and the mechanism's
-    public details. None: not measured.
+    Only public or privacy-protected quantities: results on data declared public and
+    the mechanism's public details; None: not measured.
 
     Parameters
     ----------
@@ -497,42 +544,33 @@ class Diagnostics(_Checked):
     mean_width : float or None
         Regression: mean interval width.
     mechanism_details : dict
-        Public or privacy-protected quantities the mechanism reported.
+        Public or privacy-protected quantities the mechanism(s) reported.
     candidate_index : int or None
         Grid index, for the per-candidate entries of a search.
     candidates : tuple of Diagnostics
         Diagnostics of every configuration a search evaluated.
     """
 
-    n_test: int | None = None
-    empirical_coverage: float | None = None
-    mean_set_size: float | None = None
-    singleton_rate: float | None = None
-    accuracy: float | None = None
-    mean_width: float | None = None
-    mechanism_details: dict[str, Any] = field(default_factory=dict)
-    candidate_index: int | None = None
-    candidates: tuple[Diagnostics, ...] = ()
-    _constraints: ClassVar = {
-        "n_test": optional([Interval("integer", 0, None)]),
-        "empirical_coverage": optional(UNIT),
-        "mean_set_size": _MEASURE,
-        "singleton_rate": optional(UNIT),
-        "accuracy": optional(UNIT),
-        "mean_width": _MEASURE,
-        "mechanism_details": [InstanceOf(dict, "dict")],
-        "candidate_index": optional(COUNT),
-    }
-    _nested: ClassVar[dict[str, Any]] = {}
+    n_test: int | None = field(
+        metadata=accepts(optional([Interval("integer", 0, None)])), default=None
+    )
+    empirical_coverage: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    mean_set_size: float | None = field(metadata=accepts(_MEASURE), default=None)
+    singleton_rate: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    accuracy: float | None = field(metadata=accepts(optional(UNIT)), default=None)
+    mean_width: float | None = field(metadata=accepts(_MEASURE), default=None)
+    mechanism_details: dict[str, Any] = field(
+        metadata=accepts([InstanceOf(dict, "dict")]), default_factory=dict
+    )
+    candidate_index: int | None = field(metadata=accepts(optional(COUNT)), default=None)
+    candidates: tuple[Diagnostics, ...] = field(metadata=accepts(_DIAGNOSTICS), default=())
 
 
-# Self-references, once the class exists.
-Diagnostics._constraints["candidates"] = [tuple_of(InstanceOf(Diagnostics))]
-Diagnostics._nested["candidates"] = Diagnostics
+_DIAGNOSTICS.append(Items(Nested(Diagnostics)))
 
 
 @dataclass(frozen=True)
-class Signature(_Checked):
+class Signature(Record):
     """An Ed25519 signature of the card's formal layer (:meth:`ContractCard.sign`).
 
     Parameters
@@ -540,62 +578,12 @@ class Signature(_Checked):
     algorithm : {"ed25519"}
         Signature scheme.
     public_key : str
-        The signer's raw public key (64 hex digits), to tell which key signed; an
-        auditor checks with a key obtained from the issuer, not with this one.
+        The signer's raw public key (64 hex digits): which key signed. An auditor
+        checks with a key obtained from the issuer, not with this one.
     value : str
         The signature (128 hex digits) of the bytes ``formal_sha256`` is taken over.
     """
 
-    algorithm: str
-    public_key: str
-    value: str
-    _constraints: ClassVar = {
-        "algorithm": [Options("ed25519")],
-        "public_key": [hex_digits(64)],
-        "value": [hex_digits(128)],
-    }
-
-
-def record_to_dict(record: Any) -> Any:
-    """A record (recursively) as dicts, lists and plain values."""
-    if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {name: record_to_dict(getattr(record, name)) for name in _names(type(record))}
-    if isinstance(record, list | tuple):
-        return [record_to_dict(item) for item in record]
-    if isinstance(record, dict):
-        return {str(key): record_to_dict(item) for key, item in record.items()}
-    return record
-
-
-def _names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
-
-
-def _nested_value(build: type | Callable, value: Any, path: str) -> Any:
-    if isinstance(value, tuple):
-        return tuple(_nested_value(build, item, f"{path}[{i}]") for i, item in enumerate(value))
-    if isinstance(build, type):
-        return record_from_dict(build, value, path)
-    return build(value, path)
-
-
-def record_from_dict(cls: type, data: Any, path: str) -> Any:
-    """Build the record ``cls`` from decoded JSON; errors name the JSON path."""
-    if not isinstance(data, dict):
-        raise CardFormatError(f"{path} must be a JSON object; got {type(data).__name__}.")
-    names, nested = _names(cls), getattr(cls, "_nested", {})
-    unknown, missing = sorted(set(data) - set(names)), [n for n in names if n not in data]
-    if unknown or missing:
-        raise CardFormatError(f"{path}: unknown fields {unknown[:10]}, missing fields {missing}.")
-    kwargs = {
-        name: _nested_value(nested[name], data[name], f"{path}.{name}")
-        if name in nested and data[name] is not None
-        else data[name]
-        for name in names
-    }
-    try:
-        return cls(**kwargs)
-    except CardFormatError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise CardFormatError(f"{path}: {exc}") from exc
+    algorithm: str = field(metadata=accepts([Options("ed25519")]))
+    public_key: str = field(metadata=accepts([hex_digits(64)]))
+    value: str = field(metadata=accepts([hex_digits(128)]))

@@ -1,12 +1,20 @@
 """Certificate-aware search over private conformal configurations (the paper's Sec. 4).
 
-Formal screening reads no data (certificates depend only on the public ``n``,
-``alpha`` and the mechanism's parameters); only the few kept configurations are
-calibrated: on disjoint rows they compose in parallel, on shared rows sequentially.
+Formal screening reads no data (certificates depend only on the public ``n``, ``alpha``
+and the mechanism's parameters); only the kept configurations are calibrated. The rules
+below work on card records only, so the verifier recomputes them from a card.
+
+Dominance. Two formally feasible configurations are compared only when they agree on
+everything except the nominal coverage and the calibration budget (task, mechanism and
+its other parameters, score, model, training privacy, calibration size). Within such a
+group ``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``, ``eps_cal(c) >= eps_cal(c')``
+and ``delta_cal(c) >= delta_cal(c')`` (the paper's Remark 5.3); exact ties keep the first
+configuration of the grid.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -16,30 +24,136 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._base import BasePrivateConformal
-from .._validation import InstanceOf, Interval, Options, validate_params
+from .._validation import InstanceOf, Options, validate_params
 from ._card import (
     ContractCard,
     configuration_of,
     empirical_diagnostics,
-    planned_privacy,
+    planned_certificate,
     split_details,
 )
+from ._codec import canonical_bytes
 from ._contract import Contract, check_contract
-from ._records import SIZE, Candidate, Certificate, Diagnostics, Selection, tuple_of
-from ._selection import (
-    DOMINANCE_RULE,
-    best_attempted,
-    composed_spend,
-    coverage_margin,
-    non_dominated,
-    priority_order,
+from ._records import (
+    EMPIRICAL,
+    SIZE,
+    CalibrationEntry,
+    Candidate,
+    Certificate,
+    Diagnostics,
+    Items,
+    Selection,
 )
 from ._training import check_stated, training_privacy
 
 __all__ = ["CertificateAwareSearch"]
 
-_SIZES = tuple_of(*SIZE)
-_ALPHA = {"alpha": [Interval("real", 0, 1, closed="neither")]}
+#: Mechanism parameters that set the calibration budget (left out of the group key).
+PRIVACY_PARAMETERS = ("epsilon", "rho", "delta")
+#: Statuses of the formally feasible, non-dominated configurations.
+KEPT = ("skipped", "evaluated", "chosen")
+
+DOMINANCE_RULE = (
+    "Formal screening first: Eq. (3) on every configuration's certificate, no data read. "
+    "Among feasible configurations that differ only in nominal coverage and calibration "
+    "budget, keep those not dominated by one with lower-or-equal nominal coverage and "
+    "larger-or-equal (epsilon_cal, delta_cal) (contract-cards paper, Remark 5.3); calibration "
+    "sizes are not compared. Evaluate the kept ones in order of nominal coverage (ascending), "
+    "epsilon_cal (descending), calibration size (descending); choose the evaluated one "
+    "with the smallest mean set size (mean width for regression) on the evaluation data, "
+    "or the first in that order when no evaluation data is given."
+)
+
+
+def clauses_of(contract: Contract, candidate: Candidate):
+    """Eq. (3) for one grid configuration, from its own (planned) guarantees."""
+    n = candidate.configuration.n_samples
+    entry = CalibrationEntry(None, n, candidate.certificate, None)
+    return check_contract(contract, candidate.training, candidate.calibration, [entry])
+
+
+def _group_key(candidate: Candidate) -> bytes:
+    configuration = candidate.configuration
+    params = configuration.mechanism.params
+    score = configuration.conformity_score
+    return canonical_bytes(
+        {
+            "task": configuration.task,
+            "mechanism": configuration.mechanism.name,
+            "params": {k: v for k, v in params.items() if k not in PRIVACY_PARAMETERS},
+            "score": None if score is None else [score.name, score.params],
+            "estimator": configuration.estimator,
+            "training": [candidate.training.epsilon, candidate.training.delta],
+            "n_samples": configuration.n_samples,
+        }
+    )
+
+
+def _dominates(a: Candidate, b: Candidate) -> bool:
+    gamma_a, gamma_b = a.configuration.nominal_coverage, b.configuration.nominal_coverage
+    cal_a, cal_b = a.calibration, b.calibration
+    no_worse = gamma_a <= gamma_b and cal_a.epsilon >= cal_b.epsilon and cal_a.delta >= cal_b.delta
+    strictly = gamma_a < gamma_b or cal_a.epsilon > cal_b.epsilon or cal_a.delta > cal_b.delta
+    return no_worse and (strictly or a.index < b.index)
+
+
+def formal_statuses(candidates) -> dict[int, str | None]:
+    """``"infeasible"``, ``"dominated by #k"`` or None (kept) for every candidate."""
+    groups: dict[bytes, list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.formally_feasible:
+            groups.setdefault(_group_key(candidate), []).append(candidate)
+    statuses: dict[int, str | None] = {c.index: "infeasible" for c in candidates}
+    for group in groups.values():
+        for c in group:
+            winner = next((o.index for o in group if o is not c and _dominates(o, c)), None)
+            statuses[c.index] = None if winner is None else f"dominated by #{winner}"
+    return statuses
+
+
+def best_attempted(contract: Contract, candidates) -> Candidate:
+    """The configuration an infeasibility card reports (most clauses met, then margin)."""
+
+    def key(candidate: Candidate):
+        clauses = clauses_of(contract, candidate)
+        return (-sum(c.satisfied for c in clauses), -clauses[0].margin, candidate.index)
+
+    return min(candidates, key=key)
+
+
+def composed_spend(guarantees, split: str) -> tuple[float, float]:
+    """Calibration (epsilon, delta) of several releases on the same calibration set.
+
+    ``"disjoint"`` rows: parallel composition, the maximum. ``"shared"``: basic
+    sequential composition, the sums (Dwork & Roth 2014, Thm. 3.16). A guarantee that
+    does not hold counts as ``(inf, 1)``.
+    """
+    pairs = [(g.epsilon, g.delta) if g.holds else (math.inf, 1.0) for g in guarantees]
+    if not pairs:
+        return 0.0, 0.0
+    if split == "disjoint":
+        return max(p[0] for p in pairs), max(p[1] for p in pairs)
+    return math.fsum(p[0] for p in pairs), min(1.0, math.fsum(p[1] for p in pairs))
+
+
+def selection_of(contract: Contract, candidates, split: str) -> Selection:
+    """The selection summary of screened (and perhaps evaluated) candidates."""
+    evaluated = [c for c in candidates if c.status in ("evaluated", "chosen")]
+    chosen = [c.index for c in candidates if c.status == "chosen"]
+    spent = composed_spend([c.calibration for c in evaluated], split)
+    return Selection(
+        rule=DOMINANCE_RULE,
+        calibration_split=split,
+        n_checked=len(candidates),
+        n_formally_feasible=sum(c.formally_feasible for c in candidates),
+        n_selected=sum(c.status in KEPT for c in candidates),
+        n_evaluated=len(evaluated),
+        chosen_index=chosen[0] if chosen else None,
+        best_coverage_margin=max(clauses_of(contract, c)[0].margin for c in candidates),
+        spent_epsilon_cal=float(spent[0]),
+        spent_delta_cal=float(spent[1]),
+        candidates=tuple(candidates),
+    )
 
 
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
@@ -47,40 +161,38 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
 
     The contract-cards paper's Sec. 4 and Table 2. Every configuration of
     ``param_grid`` is first checked against Eq. (3) with its mechanism's certificate
-    and guarantee (no data read, no privacy spent); dominated feasible configurations
-    are dropped (rule in ``selection.rule``); only the remaining ones are calibrated on
-    the rows given to :meth:`fit` and compared on evaluation data. An infeasible
-    contract gives an infeasibility card (best attempted configuration, negative
-    margins), not an exception.
+    and guarantee (under the estimator's ``adjacency``; no data read, no privacy
+    spent); dominated feasible configurations are dropped (``selection.rule``); only
+    the others are calibrated on the rows given to :meth:`fit` and compared on
+    evaluation data. An infeasible contract gives an infeasibility card (best attempted
+    configuration, negative margins), not an exception.
 
-    Privacy cost: with ``calibration_split="disjoint"`` the evaluated configurations
-    calibrate on disjoint rows, so the search costs the largest ``epsilon_cal`` among
-    them (parallel composition); with ``"shared"`` the costs add up and the search
-    evaluates only what the contract's budget allows. The card's ``epsilon_cal``
-    clause is checked against this composed cost. ``X_eval`` is used without privacy
-    protection: it must be public or already released. Without it only the first
-    configuration in priority order is calibrated. The user guide compares the cost
-    with ``GridSearchCV``'s.
+    With ``calibration_split="disjoint"`` the evaluated configurations calibrate on
+    disjoint rows and the search costs the largest ``epsilon_cal`` among them
+    (parallel composition); with ``"shared"`` the costs add up and the search evaluates
+    only what the contract's budget allows. The card's ``epsilon_cal`` clause is
+    checked against this composed cost. ``X_eval`` is used without privacy protection:
+    it must be public or already released. Without it only the first configuration in
+    priority order is calibrated.
 
     Parameters
     ----------
     estimator : PrivateConformalClassifier or PrivateConformalRegressor
         Template with ``prefit=True`` (the model is fixed before calibration, as the
-        paper's Theorem 5.1 assumes); grid parameters are set on clones of it.
+        paper's Theorem 5.1 assumes) and without ``mondrian``; grid parameters are set
+        on clones of it.
     contract : Contract
         The requirements.
     param_grid : dict or list of dict
         As for :class:`~sklearn.model_selection.ParameterGrid`, over the estimator's
-        parameters (``alpha``, ``mechanism``, ``mechanism__epsilon``,
-        ``mechanism__n_bins``, ``conformity_score``, ``estimator``...) plus the
+        parameters (``alpha``, ``mechanism__epsilon``, ``conformity_score``...) plus the
         required key ``"calibration_size"``: list of calibration sizes (int rows).
     epsilon_train, delta_train : float or None, default=None
         Training privacy (None: read from diffprivlib models; see
         :meth:`ContractCard.from_estimator`).
     calibration_split : {"disjoint", "shared"}, default="disjoint"
         Whether evaluated configurations use disjoint calibration rows (parallel
-        composition, needs the sum of their sizes) or the same rows (sequential
-        composition).
+        composition) or the same rows (sequential composition).
     random_state : None, int or RandomState, default=None
         Seeds the assignment of calibration rows to configurations (not privacy
         noise, which the estimator's own ``random_state`` governs).
@@ -122,6 +234,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     'feasible'
     """
 
+    _parameter_constraints: dict = {
+        "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
+        "contract": [InstanceOf(Contract)],
+        "param_grid": [InstanceOf(dict | list, "dict or list of dicts")],
+        "calibration_split": [Options("disjoint", "shared")],
+    }
+
     def __init__(
         self,
         estimator,
@@ -142,13 +261,6 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------- screening
-    _parameter_constraints: dict = {
-        "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
-        "contract": [InstanceOf(Contract)],
-        "param_grid": [InstanceOf(dict | list, "dict or list of dicts")],
-        "calibration_split": [Options("disjoint", "shared")],
-    }
-
     def _check_params(self) -> None:
         validate_params(self, self._parameter_constraints)
         check_stated(self.epsilon_train, self.delta_train)
@@ -164,70 +276,65 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "param_grid must be a dict (or list of dicts) with a 'calibration_size' "
                     "entry: the certificates depend on the calibration size n."
                 )
-            validate_params(
-                "CertificateAwareSearch",
-                {"param_grid['calibration_size']": [_SIZES]},
-                {"param_grid['calibration_size']": grid["calibration_size"]},
-            )
+            name = "param_grid['calibration_size']"
+            validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
-                raise ValueError("param_grid['calibration_size'] must not be empty.")
+                raise ValueError(f"{name} must not be empty.")
+
+    def _candidate(self, index: int, params: dict) -> tuple[BasePrivateConformal, Candidate]:
+        """One grid configuration with its certificate and planned guarantee."""
+        n_samples = int(params.pop("calibration_size"))
+        # Clone grid values (a mechanism instance is mutated by mechanism__* params),
+        # except a prefit model, which cloning would unfit.
+        params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
+        estimator = clone(self.estimator).set_params(**params)
+        checked = estimator._validated("alpha", "adjacency", "mondrian")
+        mechanism = estimator._resolve_mechanism()
+        if mechanism.requires_groups or checked["mondrian"] is not None:
+            raise ValueError(
+                "The search takes neither federated mechanisms nor Mondrian calibration: "
+                "their certificates depend on how the rows fall into agents or groups, "
+                "which a search over calibration sizes does not fix. Check such "
+                "configurations one by one (ContractCard.for_configuration(..., "
+                "agent_sizes=...), or the estimator's card_)."
+            )
+        planned = planned_certificate(mechanism, n_samples, checked["alpha"])
+        certificate = Certificate.of(
+            planned.lower_bound, planned.confidence, planned.feasible, planned.reason
+        )
+        training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
+        privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
+        entry = CalibrationEntry(None, n_samples, certificate, None)
+        clauses = check_contract(self.contract, training, privacy, [entry])
+        failed = ", ".join(c.name for c in clauses if not c.satisfied)
+        configuration = configuration_of(
+            estimator,
+            n_samples,
+            checked["alpha"],
+            mechanism,
+            estimator._resolve_score(),
+            estimator.estimator,
+        )
+        status, note = ("infeasible", f"fails {failed}") if failed else ("skipped", "")
+        candidate = Candidate(
+            index, configuration, training, privacy, certificate, not failed, status, note
+        )
+        return estimator, candidate
 
     def _screen(self) -> list[tuple[BasePrivateConformal, Candidate]]:
         """Every grid configuration with its formal status; reads no data."""
         self._check_params()
-        candidates = []
-        for index, params in enumerate(ParameterGrid(self.param_grid)):
-            params = dict(params)
-            n_samples = int(params.pop("calibration_size"))
-            # Clone grid values (a mechanism instance is mutated by mechanism__* params),
-            # except a prefit model, which cloning would unfit.
-            params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
-            estimator = clone(self.estimator).set_params(**params)
-            alpha = validate_params(estimator, _ALPHA)["alpha"]
-            mechanism = estimator._resolve_mechanism()
-            if mechanism.requires_groups:
-                raise ValueError(
-                    f"{type(mechanism).__name__} is federated: its certificate depends on "
-                    "how the rows are spread over agents, which a search over calibration "
-                    "sizes does not fix. Check federated configurations one by one with "
-                    "ContractCard.for_configuration(..., agent_sizes=...)."
-                )
-            planned = mechanism.coverage_certificate(n_samples, alpha)
-            certificate = Certificate.of(
-                planned.lower_bound, planned.confidence, planned.feasible, planned.reason
-            )
-            training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
-            privacy = planned_privacy(mechanism, estimator.get_params().get("adjacency"))
-            clauses = check_contract(self.contract, training, privacy, certificate)
-            feasible = all(clause.satisfied for clause in clauses)
-            failed = ", ".join(c.name for c in clauses if not c.satisfied)
-            candidate = Candidate(
-                index=index,
-                configuration=configuration_of(
-                    estimator, n_samples, mechanism, estimator._resolve_score(), estimator.estimator
-                ),
-                training=training,
-                calibration=privacy,
-                certificate=certificate,
-                formally_feasible=feasible,
-                status="skipped" if feasible else "infeasible",
-                note="" if feasible else f"fails {failed}",
-            )
-            candidates.append((estimator, candidate))
-        kept = non_dominated([c for _, c in candidates])
-        for position, (estimator, candidate) in enumerate(candidates):
-            winner = kept.get(candidate.index)
-            if candidate.formally_feasible and winner is not None:
-                candidates[position] = (
-                    estimator,
-                    replace(candidate, status="dominated", note=f"dominated by #{winner}"),
-                )
-            elif candidate.formally_feasible:
-                candidates[position] = (
-                    estimator,
-                    replace(candidate, note="admissible, not calibrated"),
-                )
-        return candidates
+        grid = enumerate(ParameterGrid(self.param_grid))
+        screened = [self._candidate(index, dict(params)) for index, params in grid]
+        statuses = formal_statuses([candidate for _, candidate in screened])
+        for position, (estimator, candidate) in enumerate(screened):
+            status = statuses[candidate.index]  # None: kept
+            if status is None:
+                candidate = replace(candidate, note="admissible, not calibrated")
+            elif status != "infeasible":
+                candidate = replace(candidate, status="dominated", note=status)
+            screened[position] = (estimator, candidate)
+        return screened
 
     def screen(self) -> tuple[Candidate, ...]:
         """Formal screening only: every configuration's certificate and status.
@@ -243,29 +350,33 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         plan: list[tuple[Candidate, np.ndarray]] = []
         notes: dict[int, str] = {}
         used = 0
-        for candidate in priority_order(kept):
+        order = sorted(
+            kept,
+            key=lambda c: (
+                c.configuration.nominal_coverage,
+                -c.calibration.epsilon,
+                -c.configuration.n_samples,
+                c.index,
+            ),
+        )
+        for candidate in order:
             n = candidate.configuration.n_samples
-            if self.calibration_split == "disjoint":
-                if n > n_rows - used:
-                    notes[candidate.index] = f"needs {n} calibration rows, {n_rows - used} left"
-                    continue
-                rows, used = np.arange(used, used + n), used + n
+            spend = composed_spend(
+                [c.calibration for c, _ in plan] + [candidate.calibration], "shared"
+            )
+            if self.calibration_split == "disjoint" and n > n_rows - used:
+                notes[candidate.index] = f"needs {n} calibration rows, {n_rows - used} left"
+            elif self.calibration_split == "shared" and n > n_rows:
+                notes[candidate.index] = f"needs {n} calibration rows, {n_rows} given"
+            elif self.calibration_split == "shared" and (
+                spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
+            ):
+                notes[candidate.index] = "would exceed the calibration budget (shared rows)"
+            elif not plan or has_eval:
+                start = used if self.calibration_split == "disjoint" else 0
+                plan.append((candidate, np.arange(start, start + n)))
+                used += n
             else:
-                spend = composed_spend(
-                    [c.calibration for c, _ in plan] + [candidate.calibration], "shared"
-                )
-                if n > n_rows:
-                    notes[candidate.index] = f"needs {n} calibration rows, {n_rows} given"
-                    continue
-                if spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta:
-                    notes[candidate.index] = "would exceed the calibration budget (shared rows)"
-                    continue
-                rows = np.arange(n)
-            plan.append((candidate, rows))
-            if not has_eval:
-                break
-        for candidate in kept:
-            if candidate.index not in notes and all(c.index != candidate.index for c, _ in plan):
                 notes[candidate.index] = "not calibrated: no evaluation data to compare it on"
         return plan, notes
 
@@ -290,25 +401,21 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             raise ValueError("X_eval and y_eval must be given together.")
         screened = self._screen()
         candidates = [c for _, c in screened]
-        kept = [c for c in candidates if c.formally_feasible and c.status != "dominated"]
-        margin = max(coverage_margin(self.contract, c) for c in candidates)
+        kept = [c for c in candidates if c.status == "skipped"]
         if not kept:
             best = best_attempted(self.contract, candidates)
-            selection = self._selection(candidates, None, 0, margin, (0.0, 0.0))
-            card = ContractCard.build(
+            selection = selection_of(self.contract, candidates, self.calibration_split)
+            entry = CalibrationEntry(None, best.configuration.n_samples, best.certificate, None)
+            self.card_ = ContractCard.build(
                 contract=self.contract,
                 configuration=best.configuration,
                 training_privacy=best.training,
                 calibration_privacy=best.calibration,
-                certificate=best.certificate,
+                calibrations=[entry],
                 selection=selection,
             )
-            self.candidates_, self.best_index_, self.best_estimator_, self.card_ = (
-                selection.candidates,
-                None,
-                None,
-                card,
-            )
+            self.candidates_, self.best_index_ = selection.candidates, None
+            self.best_estimator_ = None
             return self
         X, y = indexable(X, y)
         n_rows = _num_samples(X)
@@ -335,45 +442,34 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
             fitted[candidate.index] = estimator
         chosen = self._choose([c for c, _ in plan], diagnostics)
-        statuses = {c.index: "evaluated" for c, _ in plan} | {chosen: "chosen"}
         # Evaluated configurations carry the guarantee their calibration actually has
         # (e.g. marked as not holding when the regressor took score bounds from data).
         recorded = [
             replace(
                 c,
-                status=statuses[c.index],
+                status="chosen" if c.index == chosen else "evaluated",
                 note="",
                 calibration=fitted[c.index].calibration_.privacy,
             )
-            if c.index in statuses
+            if c.index in fitted
             else replace(c, note=notes.get(c.index, c.note))
             for c in candidates
         ]
-        spent = composed_spend(
-            [fitted[c.index].calibration_.privacy for c, _ in plan], self.calibration_split
-        )
-        selection = self._selection(recorded, chosen, len(plan), margin, spent)
-        best = fitted[chosen]
+        selection = selection_of(self.contract, recorded, self.calibration_split)
         card = ContractCard.from_estimator(
-            best,
+            fitted[chosen],
             self.contract,
             epsilon_train=self.epsilon_train,
             delta_train=self.delta_train,
             selection=selection,
         )
+        for name in EMPIRICAL:
+            setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
         card.diagnostics.candidates = tuple(diagnostics[c.index] for c, _ in plan)
-        for name in ("n_test", "empirical_coverage", "mean_set_size", "singleton_rate"):
-            setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
-        for name in ("accuracy", "mean_width"):
-            setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
         if any(owner.values()):
             card.owner_diagnostics["candidates"] = {k: v for k, v in owner.items() if v}
-        self.candidates_, self.best_index_, self.best_estimator_, self.card_ = (
-            selection.candidates,
-            chosen,
-            best,
-            card,
-        )
+        self.candidates_, self.best_index_ = selection.candidates, chosen
+        self.best_estimator_, self.card_ = fitted[chosen], card
         return self
 
     def _choose(self, evaluated: list[Candidate], diagnostics: dict) -> int:
@@ -385,22 +481,6 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             return np.inf if value is None else value
 
         return min(evaluated, key=lambda c: (size(c), evaluated.index(c))).index
-
-    def _selection(self, candidates, chosen, n_evaluated, margin, spent) -> Selection:
-        statuses = [c.status for c in candidates]
-        return Selection(
-            rule=DOMINANCE_RULE,
-            calibration_split=self.calibration_split,
-            n_checked=len(candidates),
-            n_formally_feasible=sum(c.formally_feasible for c in candidates),
-            n_selected=sum(s in ("skipped", "evaluated", "chosen") for s in statuses),
-            n_evaluated=n_evaluated,
-            chosen_index=chosen,
-            best_coverage_margin=margin,
-            spent_epsilon_cal=float(spent[0]),
-            spent_delta_cal=float(spent[1]),
-            candidates=tuple(candidates),
-        )
 
     # --------------------------------------------------------------- predict
     def _fitted(self):

@@ -1,47 +1,34 @@
 """Verify a contract card from its serialised form alone (the paper's Observation 4.1).
 
-The verifier never raises on a card, whatever its content, and trusts nothing on it
-that it can recompute:
-
-1. the card's form: bounded size and nesting, no duplicate keys, every field of the
-   schema with its type and range (sizes positive integers, ``alpha`` in (0, 1),
-   budgets non-negative, thresholds and bounds in [0, 1], no NaN), and the consistency
-   rules between fields (an uninformative release is a threshold of 1, data-derived
-   score bounds break the calibration guarantee, ...);
-2. the digest of the formal layer and, given the issuer's public key, its signature;
-3. ``L(c)``, its confidence and reachability, by rebuilding the mechanism from the
-   recorded class and parameters and calling ``coverage_certificate(n, alpha)``; the
-   calibration guarantee, from ``privacy_guarantee()`` restated for the recorded
-   adjacency (a card may record a *weaker* guarantee, never a stronger one);
-4. every clause of Eq. (3), its margin and the decision;
-5. for a search, every grid configuration's certificate and feasibility, the counts,
-   the dominance statuses, the reported failed margin and the composed privacy spend.
-
-Training privacy and the released threshold cannot be recomputed without the model and
-the data: the digest protects them against accidental edits, a signature against a
-dishonest writer.
+The verifier never raises on a card and trusts nothing on it that it can recompute. It
+reads the card strictly (bounded size and nesting, no duplicate keys, every field with
+its type and range, the rules between fields), checks the digest and, given the issuer's
+public key, the signature; then it *rebuilds* the formal layer from what cannot be
+recomputed (contract, configuration, training privacy, releases, group ids and sizes, a
+search's grid and evaluated statuses) and compares it with the recorded one, field by
+field: every certificate ``L(c)`` (the mechanism rebuilt from its recorded class and
+parameters), the calibration guarantee (``privacy_guarantee()`` under the recorded
+adjacency; for Mondrian calibrations :func:`~privconf_sklearn.mondrian.mondrian_privacy`),
+a search's feasibility, dominance, counts and composed spend, every clause of Eq. (3)
+and the decision. Training privacy and the released thresholds cannot be recomputed
+without the model and the data: the digest protects them against accidental edits, a
+signature against a dishonest writer.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
+from ..mondrian import PrivateGroupSizes, mondrian_privacy, private_sizes_coverage_floor
 from ..privacy import ADJACENCIES, PrivacyGuarantee
-from ._card import ContractCard
-from ._contract import Clause, Contract, check_contract, decision_of
-from ._records import Candidate, Certificate, ComponentSpec, Configuration, Selection
-from ._selection import (
-    DOMINANCE_RULE,
-    best_attempted,
-    clauses_of,
-    composed_spend,
-    coverage_margin,
-    non_dominated,
-)
+from ._card import NO_ROWS, ContractCard, planned_certificate
+from ._contract import Clause
+from ._records import Certificate, ComponentSpec
+from ._search import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
 
 __all__ = ["MECHANISMS", "Verification", "verify_card"]
 
@@ -63,19 +50,21 @@ class Verification:
     ----------
     status : {"accepted", "rejected", "unchecked", "inconsistent"}
         ``accepted``: consistent and every clause of Eq. (3) holds. ``rejected``:
-        consistent, but the configuration does not meet the contract (see
-        ``failed_clauses``). ``unchecked``: consistent, no contract recorded.
-        ``inconsistent``: unreadable, malformed, edited, wrongly signed, or a recorded
-        field disagrees with its recomputation (see ``problems``).
+        consistent, but the contract is not met (see ``failed_clauses``).
+        ``unchecked``: consistent, no contract recorded. ``inconsistent``: unreadable,
+        malformed, edited, wrongly signed, or a recorded field differs from its
+        recomputation (see ``problems``).
     clauses : tuple of Clause
         Eq. (3) recomputed from the card.
     problems : tuple of str
         Every inconsistency found.
     informative : bool or None, default=None
-        Whether the release is informative (None: no release, or unreadable). An
+        Whether every release is informative (None: no release, or unreadable). An
         accepted card with an uninformative release meets Eq. (3) with trivial sets.
     authenticated : bool, default=False
         True when a public key was given and the card's signature verified under it.
+    uninformative_groups : tuple, default=()
+        Mondrian groups whose release is uninformative.
     """
 
     status: str
@@ -83,6 +72,7 @@ class Verification:
     problems: tuple[str, ...]
     informative: bool | None = None
     authenticated: bool = False
+    uninformative_groups: tuple = ()
 
     @property
     def accepted(self) -> bool:
@@ -102,7 +92,10 @@ class Verification:
     def report(self) -> str:
         """Human-readable summary: status, clauses with margins, problems."""
         status = self.status.upper()
-        if self.informative is False:
+        if self.uninformative_groups:
+            groups = ", ".join(str(group) for group in self.uninformative_groups[:10])
+            status += f" (UNINFORMATIVE releases in groups {groups}: trivial sets / intervals)"
+        elif self.informative is False:
             status += " (UNINFORMATIVE release: every set is the whole label set / every "
             status += "interval the whole score range)"
         lines = [f"card verification: {status}"]
@@ -116,11 +109,11 @@ class Verification:
         return "\n".join(lines)
 
 
-def _close(a: float | None, b: float | None) -> bool:
-    """Equal up to :data:`RTOL` (exactly equal for None, infinities and zeros)."""
-    if a is None or b is None:
-        return a is b
-    return a == b or math.isclose(a, b, rel_tol=RTOL, abs_tol=0.0)
+def _close(a: Any, b: Any) -> bool:
+    """Equal, or floats equal up to :data:`RTOL`."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or math.isclose(a, b, rel_tol=RTOL, abs_tol=0.0)
+    return a == b
 
 
 def _rebuild(spec: ComponentSpec, registry: dict[str, type]) -> QuantileMechanism:
@@ -137,231 +130,182 @@ def _rebuild(spec: ComponentSpec, registry: dict[str, type]) -> QuantileMechanis
     return cls(**spec.params)
 
 
-def _planned(configuration: Configuration, registry) -> tuple[Certificate, PrivacyGuarantee]:
-    mechanism = _rebuild(configuration.mechanism, registry)
-    sizes = configuration.agent_sizes
-    extra = {} if sizes is None else {"agent_sizes": sizes}
-    planned = mechanism.coverage_certificate(configuration.n_samples, configuration.alpha, **extra)
-    certificate = Certificate.of(
-        planned.lower_bound, planned.confidence, planned.feasible, planned.reason
-    )
-    return certificate, mechanism.privacy_guarantee()
+def _group_sizes(spec) -> str | PrivateGroupSizes:
+    if spec == "public":
+        return "public"
+    if spec.name != "PrivateGroupSizes":
+        raise LookupError(f"group_sizes {spec.name!r} is not PrivateGroupSizes")
+    sizes = PrivateGroupSizes(**spec.params)
+    sizes.privacy_guarantee()  # checks epsilon and beta
+    return sizes
 
 
-def _same_numbers(a: PrivacyGuarantee, b: PrivacyGuarantee) -> bool:
-    return (
-        a.notion == b.notion
-        and a.adjacency == b.adjacency
-        and _close(a.epsilon, b.epsilon)
-        and _close(a.delta, b.delta)
-        and _close(a.rho, b.rho)
-    )
+def _certificate(recorded: Certificate, lower_bound, confidence, reachable, reason):
+    """The recomputed certificate (the recorded numbers if equal up to :data:`RTOL`)."""
+    if _close(recorded.lower_bound, lower_bound) and _close(recorded.confidence, confidence):
+        lower_bound, confidence = recorded.lower_bound, recorded.confidence
+    return Certificate.of(lower_bound, confidence, reachable, reason)
 
 
-def _same_guarantee(recorded, planned, reachable: bool, released: bool) -> bool:
-    """Whether ``recorded`` is a guarantee the mechanism can have given.
+def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuarantee:
+    """``recorded`` if the mechanism can have given it, else the planned guarantee.
 
-    ``planned`` is the rebuilt mechanism's guarantee, restated for the recorded
-    adjacency. A configuration that was not calibrated carries exactly it. A
-    calibration may also carry it marked as not holding (an estimator-level assumption
-    broke; the description then says why), or, when the level is unreachable, the
-    zero-loss guarantee of a release that did not read the data.
+    ``planned`` is restated for the recorded adjacency. A calibration may also carry it
+    marked as not holding (an estimator-level assumption broke; the description says
+    why), or, when no level was reachable, the zero loss of a release that read no data.
     """
-    if recorded.adjacency != planned.adjacency and recorded.adjacency in ADJACENCIES:
-        restated = planned.under(recorded.adjacency)
-    else:
-        restated = planned
-    same = _same_numbers(recorded, restated)
-    if same and recorded.holds == restated.holds and recorded.description == restated.description:
-        return True
-    if not released:
-        return False
-    if same and not recorded.holds:
-        return recorded.description.startswith(planned.description.strip())
+    if recorded.adjacency in ADJACENCIES and recorded.adjacency != planned.adjacency:
+        planned = planned.under(recorded.adjacency)
+    same = (recorded.notion, recorded.adjacency) == (planned.notion, planned.adjacency) and all(
+        _close(getattr(recorded, name), getattr(planned, name))
+        for name in ("epsilon", "delta", "rho")
+    )
+    if same and (recorded.holds, recorded.description) == (planned.holds, planned.description):
+        return recorded
+    if released and same and not recorded.holds:
+        if recorded.description.startswith(planned.description.strip()):
+            return recorded
     untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta
-    return not reachable and untouched and recorded.holds
+    return recorded if released and not reachable and untouched and recorded.holds else planned
 
 
-def _recompute(where, configuration, certificate, privacy, registry, problems, released):
-    """Check a recorded certificate and guarantee against the rebuilt mechanism.
-
-    Returns the recomputed certificate, or None if the mechanism cannot be rebuilt or
-    fails on the recorded parameters (any exception: the card is then unverifiable).
-    """
-    try:
-        recomputed, planned = _planned(configuration, registry)
-    except Exception as exc:  # a crafted card must not crash the verifier
-        problems.append(f"{where}: cannot recompute L(c) from the configuration: {exc}")
-        return None
-    name = configuration.mechanism.name
-    if not (
-        _close(certificate.lower_bound, recomputed.lower_bound)
-        and _close(certificate.confidence, recomputed.confidence)
-        and certificate.level_reachable == recomputed.level_reachable
-    ):
-        problems.append(
-            f"{where}: recorded certificate (L = {certificate.lower_bound!r}, confidence "
-            f"{certificate.confidence!r}, reachable {certificate.level_reachable}) differs "
-            f"from {name}.coverage_certificate({configuration.n_samples}, "
-            f"{configuration.alpha!r}) = (L = {recomputed.lower_bound!r}, confidence "
-            f"{recomputed.confidence!r}, reachable {recomputed.level_reachable})."
-        )
-    elif certificate.reason != recomputed.reason:
-        problems.append(
-            f"{where}: recorded reason {certificate.reason!r} is not the mechanism's "
-            f"{recomputed.reason!r}."
-        )
-    if not _same_guarantee(privacy, planned, recomputed.level_reachable, released):
-        problems.append(
-            f"{where}: recorded calibration privacy ({privacy.notion}, epsilon "
-            f"{privacy.epsilon!r}, delta {privacy.delta!r}, {privacy.adjacency}, holds "
-            f"{privacy.holds}) is not what {name}.privacy_guarantee() gives ("
-            f"{planned.notion}, epsilon {planned.epsilon!r}, delta {planned.delta!r}, "
-            f"{planned.adjacency}) under that adjacency"
-            + ("." if released else " for a configuration that was not calibrated.")
-        )
-    return recomputed
-
-
-def _check_candidate(contract: Contract, candidate: Candidate, registry, problems) -> None:
-    where = f"selection.candidates[{candidate.index}]"
-    released = candidate.status in ("evaluated", "chosen")
-    _recompute(
-        where,
-        candidate.configuration,
-        candidate.certificate,
-        candidate.calibration,
-        registry,
-        problems,
-        released,
-    )
-    clauses = clauses_of(contract, candidate)
-    feasible = all(c.satisfied for c in clauses)
-    if feasible != candidate.formally_feasible:
-        problems.append(
-            f"{where}: formally_feasible = {candidate.formally_feasible} but Eq. (3) on its "
-            f"certificate gives {feasible}."
-        )
-    if (candidate.status == "infeasible") == candidate.formally_feasible:
-        problems.append(
-            f"{where}: status {candidate.status!r} contradicts formally_feasible = "
-            f"{candidate.formally_feasible}."
-        )
-
-
-def _check_summary(contract: Contract, selection: Selection, problems: list[str]) -> None:
-    """Dominance statuses, counts, failed margin and composed spend of a search."""
-    candidates = selection.candidates
-    for index, winner in non_dominated(candidates).items():
-        status = candidates[index].status
-        if (winner is None) == (status == "dominated"):
-            found = "keeps it." if winner is None else f"finds it dominated by {winner}."
-            problems.append(
-                f"selection.candidates[{index}]: status {status!r} but the dominance rule " + found
-            )
-    statuses = [c.status for c in candidates]
-    spent = composed_spend(
-        [c.calibration for c in candidates if c.status in ("evaluated", "chosen")],
-        selection.calibration_split,
-    )
-    margins = [coverage_margin(contract, c) for c in candidates]
-    expected = {
-        "n_checked": len(candidates),
-        "n_formally_feasible": sum(c.formally_feasible for c in candidates),
-        "n_selected": sum(s in ("skipped", "evaluated", "chosen") for s in statuses),
-        "n_evaluated": sum(s in ("evaluated", "chosen") for s in statuses),
-        "best_coverage_margin": max(margins, default=None),
-        "spent_epsilon_cal": spent[0],
-        "spent_delta_cal": spent[1],
-    }
-    for name, value in expected.items():
-        recorded = getattr(selection, name)
-        if value is not None and recorded != value:
-            problems.append(f"selection: {name} = {recorded!r} but the candidates give {value!r}.")
-
-
-def _check_choice(card: ContractCard, problems: list[str]) -> None:
-    """The chosen configuration is the card's own; an infeasible search reports its best."""
-    selection = card.selection
-    assert selection is not None and card.contract is not None
-    chosen = [c for c in selection.candidates if c.status == "chosen"]
-    if selection.chosen_index is None:
-        if chosen or selection.n_formally_feasible:
-            problems.append("selection: chosen_index is None but a configuration was chosen.")
-        elif selection.candidates:
-            best = best_attempted(card.contract, selection.candidates)
-            if best.configuration != card.configuration:
-                problems.append(
-                    "selection: the card's configuration is not the best attempted one "
-                    f"(grid index {best.index})."
+def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
+    """The calibration entries with recomputed certificates (Mondrian: per group)."""
+    sizes = _group_sizes(configuration.group_sizes) if configuration.mondrian else None
+    private = sizes if isinstance(sizes, PrivateGroupSizes) else None
+    declared = None if private is None else private.group_ids
+    if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
+        problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
+    alpha, entries = configuration.alpha, []
+    floors: list[float] = []  # L_floor, computed once
+    for index, entry in enumerate(card.calibrations):
+        n = entry.n_samples if configuration.mondrian else configuration.n_samples
+        values: tuple = (1.0, 1.0, False, NO_ROWS)
+        if n:
+            planned = planned_certificate(mechanism, n, alpha, configuration.agent_sizes)
+            values = (planned.lower_bound, planned.confidence, planned.feasible, planned.reason)
+        if private is not None and n:  # (1 - beta) L_floor if informative, else 1
+            informative = entry.release is not None and entry.release.informative
+            if informative and not floors:
+                floors.append(
+                    private_sizes_coverage_floor(mechanism, alpha, configuration.n_samples)
                 )
-        return
-    if [c.index for c in chosen] != [selection.chosen_index]:
-        problems.append(
-            f"selection: chosen_index = {selection.chosen_index} but the statuses mark "
-            f"{[c.index for c in chosen]} as chosen."
+            bound = (1.0 - private.beta) * floors[0] if informative else 1.0
+            values = (bound, 1.0, *values[2:])
+        certificate = _certificate(entry.certificate, *values)
+        release = entry.release
+        if release is not None and not certificate.level_reachable and release.threshold != 1.0:
+            problems.append(
+                f"formal.calibrations[{index}].release: the level is unreachable, so the "
+                f"mechanism releases threshold 1; the card records {release.threshold!r}."
+            )
+        entries.append(replace(entry, n_samples=n, certificate=certificate))
+    return tuple(entries)
+
+
+def _calibration_privacy(card, configuration, mechanism, entries) -> PrivacyGuarantee:
+    """The guarantee of everything released, recomputed (Mondrian: composed)."""
+    recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
+    reachable = [entry.certificate.level_reachable for entry in entries]
+    if configuration.mondrian is not None:
+        sizes = _group_sizes(configuration.group_sizes)
+        adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+        read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
+        planned = mondrian_privacy(
+            mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
         )
-        return
-    mine = (card.configuration, card.training_privacy, card.calibration_privacy, card.certificate)
-    theirs = (chosen[0].configuration, chosen[0].training, chosen[0].calibration)
-    if mine != (*theirs, chosen[0].certificate):
-        problems.append("selection: the chosen configuration is not the one on the card.")
-    if card.release is None:
-        problems.append("selection: a configuration was chosen but the card records no release.")
+    return _privacy(recorded, planned, any(reachable), entries[0].release is not None)
 
 
-def _check_selection(card: ContractCard, registry, problems: list[str]) -> None:
-    selection, contract = card.selection, card.contract
-    assert selection is not None
+def _selection(card, registry, problems: list[str]):
+    """A search's selection recomputed from its grid; and the configuration on the card."""
+    contract, recorded = card.contract, card.selection
     if contract is None:
-        problems.append("selection: a search card must record its contract.")
-        return
-    if selection.rule != DOMINANCE_RULE:
-        problems.append("selection: the recorded rule is not this library's selection rule.")
-    if [c.index for c in selection.candidates] != list(range(len(selection.candidates))):
-        problems.append("selection: candidate indices are not 0, 1, ..., N - 1.")
-        return
-    for candidate in selection.candidates:
-        _check_candidate(contract, candidate, registry, problems)
-    _check_summary(contract, selection, problems)
-    _check_choice(card, problems)
-
-
-def _check_clauses(card: ContractCard, recomputed, problems: list[str]) -> tuple[Clause, ...]:
-    """Eq. (3) recomputed from the card (with the recomputed certificate if any)."""
-    if card.contract is None:
-        if card.clauses:
-            problems.append("clauses are recorded but the card has no contract.")
-        return ()
-
-    def clauses_with(certificate):
-        return check_contract(
-            card.contract,
-            card.training_privacy,
-            card.calibration_privacy,
-            certificate,
-            card.selection,
-            card.release,
+        problems.append("formal.selection: a search card must record its contract.")
+        return recorded, None
+    candidates, chosen = [], False
+    for index, c in enumerate(recorded.candidates):
+        mechanism, conf = _rebuild(c.configuration.mechanism, registry), c.configuration
+        planned = planned_certificate(mechanism, conf.n_samples, conf.alpha, conf.agent_sizes)
+        certificate = _certificate(
+            c.certificate, planned.lower_bound, planned.confidence, planned.feasible, planned.reason
         )
+        released = c.status in ("evaluated", "chosen")
+        privacy = _privacy(c.calibration, mechanism.privacy_guarantee(), planned.feasible, released)
+        candidate = replace(c, index=index, calibration=privacy, certificate=certificate)
+        feasible = all(clause.satisfied for clause in clauses_of(contract, candidate))
+        candidates.append(replace(candidate, formally_feasible=feasible))
+    statuses = formal_statuses(candidates)
+    for position, c in enumerate(candidates):
+        formal = statuses[c.index]  # infeasible, dominated, or kept: its recorded fate
+        status = formal.split(" ")[0] if formal else (c.status if c.status in KEPT else "skipped")
+        status = "evaluated" if status == "chosen" and chosen else status
+        chosen = chosen or status == "chosen"
+        candidates[position] = replace(c, status=status)
+    selection = selection_of(contract, candidates, recorded.calibration_split)
+    reference = next((c for c in candidates if c.status == "chosen"), None)
+    if reference is None and any(c.status in KEPT for c in candidates):
+        problems.append("formal.selection: a configuration is feasible, but none was chosen.")
+    if (reference is None) != (card.calibrations[0].release is None):
+        problems.append("formal.calibrations: a search card records a release iff one was chosen.")
+    return selection, reference or (best_attempted(contract, candidates) if candidates else None)
 
-    recorded = clauses_with(card.certificate)
-    if recorded != card.clauses:
-        differing = [b.name for a, b in zip(recorded, card.clauses, strict=False) if a != b]
-        problems.append(
-            f"recorded clauses {differing or ['(number of clauses)']} differ from Eq. (3) "
-            "recomputed from the card's contract and coordinates."
-        )
-    return clauses_with(card.certificate if recomputed is None else recomputed)
+
+def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard:
+    """The card rebuilt from what cannot be recomputed, with everything else recomputed."""
+    configuration, training, privacy = card.configuration, card.training_privacy, None
+    selection = card.selection
+    if selection is not None:
+        selection, reference = _selection(card, registry, problems)
+        if reference is not None:
+            configuration, training = reference.configuration, reference.training
+            privacy = reference.calibration
+    mechanism = _rebuild(configuration.mechanism, registry)
+    entries = _entries(card, configuration, mechanism, problems)
+    if privacy is None:
+        privacy = _calibration_privacy(card, configuration, mechanism, entries)
+    return ContractCard.build(
+        contract=card.contract,
+        configuration=configuration,
+        training_privacy=training,
+        calibration_privacy=privacy,
+        calibrations=entries,
+        selection=selection,
+    )
+
+
+def _differences(recorded: Any, expected: Any, path: str) -> list[str]:
+    """Every path at which two plain values differ."""
+    if (
+        isinstance(recorded, dict)
+        and isinstance(expected, dict)
+        and recorded.keys() == expected.keys()
+    ):
+        return [
+            p
+            for key in recorded
+            for p in _differences(recorded[key], expected[key], f"{path}.{key}")
+        ]
+    if isinstance(recorded, list) and isinstance(expected, list) and len(recorded) == len(expected):
+        pairs = enumerate(zip(recorded, expected, strict=True))
+        return [p for i, (a, b) in pairs for p in _differences(a, b, f"{path}[{i}]")]
+    if type(recorded) is type(expected) and recorded == expected:
+        return []
+    return [f"{path}: recorded {_short(recorded)}, recomputed {_short(expected)}."]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _load(card: Any) -> ContractCard:
     if isinstance(card, ContractCard):
         return card
-    if isinstance(card, os.PathLike):
-        return ContractCard.load(card)
-    if isinstance(card, str) and not card.lstrip().startswith("{"):
-        # A card's JSON text is an object, so any other string names a file.
-        return ContractCard.load(card)
+    if isinstance(card, os.PathLike) or (
+        isinstance(card, str) and not card.lstrip().startswith("{")
+    ):
+        return ContractCard.load(card)  # a card's JSON text is an object: others name files
     if isinstance(card, str | bytes):
         return ContractCard.from_json(card)
     return ContractCard.from_dict(card)
@@ -380,8 +324,9 @@ def _registry(extra) -> dict[str, type]:
     return registry
 
 
-def _problems(card: ContractCard, registry, key, problems: list[str]) -> tuple[Clause, ...]:
-    """Every check of a readable card; returns the recomputed clauses."""
+def _check(card: ContractCard, registry, key) -> tuple[tuple[Clause, ...], list[str]]:
+    """The recomputed clauses and every problem of a readable card."""
+    problems: list[str] = []
     if card.compute_digest() != card.formal_sha256:
         problems.append(
             "formal_sha256 does not match the formal layer: the card was edited after it "
@@ -393,29 +338,12 @@ def _problems(card: ContractCard, registry, key, problems: list[str]) -> tuple[C
         problem = check_signature(card.signature, card.signed_payload(), key)
         if problem is not None:
             problems.append(f"signature: {problem}")
-    recomputed = _recompute(
-        "configuration",
-        card.configuration,
-        card.certificate,
-        card.calibration_privacy,
-        registry,
-        problems,
-        card.release is not None,
-    )
-    release = card.release
-    if recomputed is not None and release is not None and not recomputed.level_reachable:
-        if release.threshold != 1.0:
-            problems.append(
-                "release: the level is unreachable, so the mechanism releases threshold 1; "
-                f"the card records {release.threshold!r}."
-            )
-    if card.selection is not None:
-        _check_selection(card, registry, problems)
-    clauses = _check_clauses(card, recomputed, problems)
-    decision = decision_of(card.contract, clauses)
-    if card.decision != decision:
-        problems.append(f"recorded decision {card.decision!r} but Eq. (3) gives {decision!r}.")
-    return clauses
+    try:
+        expected = _expected(card, registry, problems)
+    except Exception as exc:  # a crafted card must not crash the verifier
+        return (), [*problems, f"cannot recompute the card: {exc!r}"]
+    problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
+    return expected.clauses, problems
 
 
 def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
@@ -474,13 +402,17 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
         card = _load(card)
     except (ValueError, OSError) as exc:
         return Verification("inconsistent", (), (f"unreadable card: {exc}",))
-    problems: list[str] = []
     try:
-        clauses = _problems(card, registry, key, problems)
+        clauses, problems = _check(card, registry, key)
     except Exception as exc:  # the verifier reports, it never crashes
         return Verification("inconsistent", (), (f"cannot verify the card: {exc!r}",))
-    informative = None if card.release is None else card.release.informative
+    releases = [entry.release for entry in card.calibrations if entry.release is not None]
+    informative = all(r.informative for r in releases) if releases else None
+    trivial = tuple(
+        e.group for e in card.calibrations if e.group is not None and e.release is not None
+        and not e.release.informative
+    )  # fmt: skip
     if problems:
-        return Verification("inconsistent", clauses, tuple(problems), informative)
+        return Verification("inconsistent", clauses, tuple(problems), informative, False, trivial)
     status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
-    return Verification(status, clauses, (), informative, key is not None)
+    return Verification(status, clauses, (), informative, key is not None, trivial)

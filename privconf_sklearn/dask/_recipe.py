@@ -57,6 +57,7 @@ def predict_set_blocks(estimator, X):
         )
     if X.numblocks[1] > 1:
         X = X.rechunk({1: -1})
+    dtype: np.dtype
     if is_classifier(estimator):
         width, dtype = len(estimator.classes_), np.dtype(bool)
     else:

@@ -240,7 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimator-spends-ignoring-adjacency",
         "privconf_sklearn/_base.py",
-        "privacy = calibration.privacy.under(adjacency)",
+        'privacy = calibration.privacy.under(plan.params["adjacency"])',
         "privacy = calibration.privacy",
         ("tests/test_accountant.py",),
         "a monotone ExponQ under replace-one spends epsilon instead of 2 epsilon",

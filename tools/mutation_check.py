@@ -131,8 +131,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "split-threshold-off-by-one",
         "privconf_sklearn/mechanisms/split.py",
-        "threshold = float(np.partition(scores, k - 1)[k - 1])",
-        "threshold = float(np.partition(scores, k - 2)[k - 2])",
+        "threshold = statistics.kth_smallest(k)",
+        "threshold = statistics.kth_smallest(k - 1)",
         ("tests/test_split_conformal.py", "tests/test_coverage_central.py"),
         "the (k-1)-th smallest score instead of the k-th",
     ),
@@ -207,8 +207,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "fedcp-agent-rank-off-by-one",
         "privconf_sklearn/mechanisms/_fedcp_agent.py",
-        'return AgentRelease(float(np.partition(sample, rank - 1)[rank - 1]), None, True)',
-        'return AgentRelease(float(np.partition(sample, rank - 2)[rank - 2]), None, True)',
+        "ranks = [plan.local_ranks[j] for j in reading]",
+        "ranks = [plan.local_ranks[j] - 1 for j in reading]",
         ("tests/test_fedcp.py", "tests/test_federated_protocol.py"),
         "each FedCP-QQ agent sends its (l-1)-th smallest score instead of the l-th",
     ),

@@ -133,6 +133,22 @@ def test_classifier_release_equals_in_memory(client, fetch_limit, mechanism, sco
     np.testing.assert_array_equal(on_dask.predict_set(X[:200]), in_memory.predict_set(X[:200]))
 
 
+@pytest.mark.parametrize("mechanism", ["ExponQ", "DPAPS", "SplitConformal"])
+def test_many_partitions_release_equals_in_memory(client, fetch_limit, mechanism):
+    """100 partitions: the count arrays (bin counts, key histograms) are summed on the
+    workers in a reduction tree of three levels; the total, and so the release, are
+    those in memory."""
+    X, y = classification_data()
+    model = GaussianNB().fit(*classification_data(500, seed=9))
+
+    def make(ledger):
+        return PrivateConformalClassifier(
+            model, mechanism=MECHANISMS[mechanism](), accountant=ledger, random_state=11
+        )
+
+    assert_same_release(*both_ways(make, X, y, chunks=60))
+
+
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 def test_heavily_tied_scores_release_equals_in_memory(client, fetch_limit, mechanism):
     # A depth-2 tree has at most 4 distinct probability vectors: thousands of equal scores.

@@ -1,11 +1,10 @@
 """Contract cards: auditable records of a calibration (the contract-cards paper, Table 1).
 
-A card has two published layers, both holding only public or privacy-protected
-quantities: the *formal* layer (contract, configuration, privacy coordinates, one
-certificate ``L(c)`` and release per calibration -- the whole set, or every Mondrian
-group --, the clauses of Eq. (3) with margins, the decision, a search's selection
-summary), covered by a SHA-256 digest and optionally signed, and the *diagnostic* layer,
-which is not evidence. The owner's non-private diagnostics are written only on request.
+Two published layers hold only public or privacy-protected quantities: the *formal*
+layer (contract, configuration, privacy coordinates, a certificate ``L(c)`` and release
+per calibration or Mondrian group, Eq. (3) clause by clause, the decision, a search's
+selection summary), covered by a SHA-256 digest and optionally signed; and the
+*diagnostic* layer, which is not evidence. Owner diagnostics are written only on request.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import hashlib
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
@@ -33,24 +32,24 @@ from ..metrics import (
 )
 from ..mondrian import MondrianCalibration
 from ..privacy import ADJACENCIES, PrivacyGuarantee
-from ._codec import CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
+from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
 from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
 from ._records import (
     SIZE,
-    TEXT,
     CalibrationEntry,
     Certificate,
     ComponentSpec,
     Configuration,
     Diagnostics,
     Items,
+    Mapping,
     Nested,
     Record,
     Release,
     Selection,
     Signature,
+    Text,
     TrainingPrivacy,
-    accepts,
     decode_field,
     json_object,
     optional,
@@ -88,6 +87,8 @@ ARGUMENTS = {
     "public": [Boolean()],
     "include_owner_diagnostics": [Boolean()],
 }
+CLAUSE_LIST = [Items(Nested(Clause), max_length=len(CLAUSES))]
+DECISIONS = [Options("feasible", "infeasible", "unchecked")]
 #: JSON paths of the card's fields outside ``formal.<name>``.
 _PATHS = {
     "training_privacy": "formal.privacy.training",
@@ -109,7 +110,9 @@ class OwnerDiagnosticsWarning(UserWarning):
 
 
 def task_of(estimator) -> str:
-    """``"classification"``, ``"regression"`` or ``"unspecified"``."""
+    """``"classification"``, ``"regression"`` or ``"unspecified"`` (None: no model)."""
+    if estimator is None:
+        return "unspecified"
     if is_classifier(estimator):
         return "classification"
     return "regression" if is_regressor(estimator) else "unspecified"
@@ -118,8 +121,8 @@ def task_of(estimator) -> str:
 def split_details(calibration) -> tuple[dict, dict]:
     """``(public, owner)``: a calibration's published details and owner diagnostics.
 
-    Records that still keep non-private values in ``details`` mark them with
-    ``diagnostics_are_private=False``; then every detail counts as an owner diagnostic.
+    Records that keep non-private values in ``details`` say
+    ``diagnostics_are_private=False``; then every detail is an owner diagnostic.
     """
     public, owner = dict(calibration.details), dict(calibration.owner_diagnostics)
     if public.pop("diagnostics_are_private", None) is False:
@@ -134,12 +137,12 @@ def planned_certificate(mechanism, n_samples: int, alpha: float, agent_sizes=Non
 
 
 def configuration_of(
-    estimator, n_samples, alpha, mechanism, score, model, **extra
+    estimator, n_samples, alpha, mechanism, score=None, model=None, **extra
 ) -> Configuration:
-    """The configuration of a (fitted or candidate) conformal estimator.
+    """The configuration of a conformal estimator (None: a bare mechanism).
 
-    ``alpha`` is the calibration's (a fitted estimator's parameters may have changed
-    since it was calibrated) or the candidate's.
+    ``alpha`` is the calibration's (the estimator's may have changed since) or the
+    candidate's.
     """
     return Configuration(
         task=task_of(estimator),
@@ -153,13 +156,13 @@ def configuration_of(
     )
 
 
-def make_release(calibration, task, bounds=None, threshold=None, source=None):
+def make_release(calibration, task, bounds=None, threshold=None, source=None) -> Release:
     """The published release of a calibration.
 
-    ``coverage_holds`` is False when the calibration says so and, for regression,
-    whenever the threshold is the upper score bound. The reason is the mechanism's for
-    an uninformative release, a fixed sentence for a coverage failure (never the
-    calibration's own, which may quote data-dependent counts).
+    ``coverage_holds`` is False when the calibration says so and, for regression, at the
+    upper score bound. The reason is the mechanism's for an uninformative release and a
+    fixed sentence for a coverage failure (never the calibration's own, which may quote
+    data-dependent counts).
     """
     at_bound = task == "regression" and calibration.threshold >= 1.0
     reasons = [AT_UPPER_BOUND] if at_bound else []
@@ -185,8 +188,7 @@ def make_release(calibration, task, bounds=None, threshold=None, source=None):
 def make_entry(mechanism, configuration, calibration, group=None, bound=None, release=None):
     """A calibration entry; ``bound``: the group's ``(L, confidence)`` if not the release's.
 
-    The certificate's reason is the mechanism's own (public), never the calibration's,
-    which an estimator may extend with data-dependent counts.
+    The certificate's reason is the mechanism's own (public), never the calibration's.
     """
     n = int(calibration.n_samples)
     lower_bound, confidence = bound or (
@@ -204,19 +206,16 @@ def make_entry(mechanism, configuration, calibration, group=None, bound=None, re
 def empirical_diagnostics(estimator, X, y) -> dict[str, Any]:
     """Coverage and efficiency of a fitted conformal estimator on ``(X, y)``."""
     predicted, y = estimator.predict_set(X), np.asarray(y)
+    found: dict[str, Any] = {"n_test": int(y.shape[0])}
     if task_of(estimator) == "regression":
-        return {
-            "n_test": int(y.shape[0]),
-            "empirical_coverage": interval_coverage(y, predicted),
-            "mean_width": mean_interval_width(predicted),
-        }
-    return {
-        "n_test": int(y.shape[0]),
-        "empirical_coverage": set_coverage(y, predicted, estimator.classes_),
-        "mean_set_size": mean_set_size(predicted),
-        "singleton_rate": singleton_rate(predicted),
-        "accuracy": float(np.mean(np.asarray(estimator.predict(X)) == y)),
-    }
+        found["empirical_coverage"] = interval_coverage(y, predicted)
+        found["mean_width"] = mean_interval_width(predicted)
+        return found
+    found["empirical_coverage"] = set_coverage(y, predicted, estimator.classes_)
+    found["mean_set_size"] = mean_set_size(predicted)
+    found["singleton_rate"] = singleton_rate(predicted)
+    found["accuracy"] = float(np.mean(np.asarray(estimator.predict(X)) == y))
+    return found
 
 
 def _releases(calibration) -> list[tuple[Any, Calibration, tuple | None]]:
@@ -229,23 +228,14 @@ def _releases(calibration) -> list[tuple[Any, Calibration, tuple | None]]:
     ]
 
 
-def _bounds_from_data(releases) -> bool:
-    """Whether a fitted regressor took its score range from the calibration data."""
-    return any(
-        release.details.get("score_bounds_source") == "calibration data"
-        for _, release, _ in releases
-    )
-
-
 def _grouping(estimator) -> dict[str, Any]:
     """The ``mondrian`` and ``group_sizes`` of a fitted estimator's configuration."""
     calibration = estimator.calibration_
     if not isinstance(calibration, MondrianCalibration):
         return {}
     mondrian = estimator.mondrian_
-    if isinstance(mondrian, str):
-        name, declared = mondrian, None
-    else:
+    name, declared = mondrian, None
+    if not isinstance(mondrian, str):
         name = f"callable {getattr(mondrian, '__name__', type(mondrian).__name__)}"
         declared = calibration.group_ids
     if calibration.group_sizes == "public":
@@ -254,6 +244,28 @@ def _grouping(estimator) -> dict[str, Any]:
     params = {"beta": details["size_beta"], "epsilon": details["size_epsilon"]}
     spec = ComponentSpec("PrivateGroupSizes", plain_value({**params, "group_ids": declared}))
     return {"mondrian": name, "group_sizes": spec}
+
+
+def _stated(privacy: PrivacyGuarantee, adjacency: str | None) -> PrivacyGuarantee:
+    """``privacy`` restated under ``adjacency`` (None: as is)."""
+    return privacy if adjacency is None else privacy.under(adjacency)
+
+
+def _agent_sizes(mechanism, calibration) -> tuple[int, ...] | None:
+    sizes = calibration.details.get("agent_sizes") if mechanism.requires_groups else None
+    return None if sizes is None else tuple(int(size) for size in sizes)
+
+
+def _check_groups(configuration: Configuration, entries) -> None:
+    """Mondrian entries: distinct ids, sizes consistent with the calibration size."""
+    keys = [canonical_bytes(entry.group) for entry in entries]
+    if not entries or None in [e.group for e in entries] or len(set(keys)) != len(keys):
+        raise ValueError("Mondrian calibrations need distinct, non-null group ids.")
+    sizes = [entry.n_samples for entry in entries]
+    if configuration.group_sizes == "public" and sum(sizes) != configuration.n_samples:
+        raise ValueError(f"public group sizes sum to {sum(sizes)}, not n_samples.")
+    if max(sizes) > configuration.n_samples:
+        raise ValueError("a group's released size exceeds the calibration size.")
 
 
 @dataclass(frozen=True)
@@ -275,26 +287,24 @@ class ContractCard(Record):
     training_privacy : TrainingPrivacy
         ``eps_train`` (and delta) and where it comes from.
     calibration_privacy : PrivacyGuarantee
-        ``eps_cal``: the guarantee of everything the calibration released (a Mondrian
-        calibration: all groups and, when private, the sizes), under the adjacency the
-        user stated.
+        ``eps_cal``: the guarantee of everything the calibration released (Mondrian:
+        all groups and, when private, the sizes), under the adjacency the user stated.
     calibrations : tuple of CalibrationEntry
         Certificate ``L(c)`` and release of the whole calibration set (one entry,
         ``group`` None) or of every Mondrian group.
     clauses : tuple of Clause
         Eq. (3) clause by clause, with margins (empty without a contract).
     decision : {"feasible", "infeasible", "unchecked"}
-        Conjunction of the clauses; whether the sets are informative is in each
-        release.
+        Conjunction of the clauses; whether sets are informative is in each release.
     selection : Selection or None, default=None
         Selection summary of a certificate-aware search.
     diagnostics : Diagnostics, default=Diagnostics()
         Published diagnostics (public or privacy-protected quantities only).
     owner_diagnostics : dict, default={}
-        The owner's diagnostics, NOT covered by the privacy guarantee (``"calibration"``:
-        computed from the calibration data without noise; ``"test"``: :meth:`evaluate`
-        on data not declared public; ``"candidates"``: a search's calibrations).
-        Written only with ``include_owner_diagnostics=True``.
+        NOT covered by the privacy guarantee: ``"calibration"`` (computed from the
+        calibration data without noise), ``"test"`` (:meth:`evaluate` on data not
+        declared public), ``"candidates"`` (a search's calibrations). Written only with
+        ``include_owner_diagnostics=True``.
     signature : Signature or None, default=None
         Ed25519 signature of the formal layer (:meth:`sign`).
     formal_sha256 : str, default=""
@@ -318,45 +328,29 @@ class ContractCard(Record):
     True
     """
 
-    contract: Contract | None = field(metadata=accepts(optional([Nested(Contract)])))
-    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
-    training_privacy: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
-    calibration_privacy: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
-    calibrations: tuple[CalibrationEntry, ...] = field(
-        metadata=accepts([Items(Nested(CalibrationEntry))])
-    )
-    clauses: tuple[Clause, ...] = field(
-        metadata=accepts([Items(Nested(Clause), max_length=len(CLAUSES))])
-    )
-    decision: str = field(metadata=accepts([Options("feasible", "infeasible", "unchecked")]))
-    selection: Selection | None = field(
-        metadata=accepts(optional([Nested(Selection)])), default=None
-    )
-    diagnostics: Diagnostics = field(
-        metadata=accepts([Nested(Diagnostics)]), default_factory=Diagnostics
-    )
-    owner_diagnostics: dict[str, Any] = field(
-        metadata=accepts([InstanceOf(dict, "dict")]),
-        default_factory=dict,
-        compare=False,
-        repr=False,
-    )
-    signature: Signature | None = field(
-        metadata=accepts(optional([Nested(Signature)])), default=None
-    )
-    formal_sha256: str = field(metadata=accepts(TEXT), default="")
+    contract: Contract | None
+    configuration: Configuration
+    training_privacy: TrainingPrivacy
+    calibration_privacy: PrivacyGuarantee
+    calibrations: tuple[CalibrationEntry, ...]
+    clauses: Annotated[tuple[Clause, ...], CLAUSE_LIST]
+    decision: Annotated[str, DECISIONS]
+    selection: Selection | None = None
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    owner_diagnostics: Mapping = field(default_factory=dict, compare=False, repr=False)
+    signature: Signature | None = None
+    formal_sha256: Text = ""
     _estimator: Any = field(default=None, init=False, compare=False, repr=False)
 
     def _check(self) -> None:
         configuration, entries = self.configuration, self.calibrations
-        if configuration.mondrian is None:
-            if [(e.group, e.n_samples) for e in entries] != [(None, configuration.n_samples)]:
-                raise ValueError(
-                    "without Mondrian groups, calibrations hold one entry: group null, "
-                    "n_samples = configuration.n_samples."
-                )
-        else:
+        if configuration.mondrian is not None:
             _check_groups(configuration, entries)
+        elif [(e.group, e.n_samples) for e in entries] != [(None, configuration.n_samples)]:
+            raise ValueError(
+                "without Mondrian groups, calibrations hold one entry: group null, "
+                "n_samples = configuration.n_samples."
+            )
         if len({entry.release is None for entry in entries}) > 1:
             raise ValueError("either every calibration entry records a release or none does.")
         for release in (entry.release for entry in entries if entry.release is not None):
@@ -377,7 +371,7 @@ class ContractCard(Record):
         return self._entry().certificate
 
     @property
-    def release(self):
+    def release(self) -> Release | None:
         """The release of a card without groups, or None (Mondrian: :attr:`calibrations`)."""
         return self._entry().release
 
@@ -387,6 +381,11 @@ class ContractCard(Record):
                 "a Mondrian card has one certificate and release per group: use card.calibrations."
             )
         return self.calibrations[0]
+
+    def _attached(self, card: ContractCard) -> ContractCard:
+        """``card`` with this card's estimator attached."""
+        object.__setattr__(card, "_estimator", self._estimator)
+        return card
 
     # ---------------------------------------------------------------- building
     @classmethod
@@ -451,15 +450,15 @@ class ContractCard(Record):
                 f"by {calibration.mechanism}."
             )
         public, owner = split_details(calibration)
-        sizes = calibration.details.get("agent_sizes") if mechanism.requires_groups else None
-        configuration = _bare(mechanism, calibration.n_samples, calibration.alpha, sizes)
-        privacy = calibration.privacy
+        n, alpha = calibration.n_samples, calibration.alpha
+        sizes = _agent_sizes(mechanism, calibration)
+        configuration = configuration_of(None, n, alpha, mechanism, agent_sizes=sizes)
         release = make_release(calibration, "unspecified")
         return cls.build(
             contract=contract,
             configuration=configuration,
             training_privacy=stated_training(epsilon_train, delta_train),
-            calibration_privacy=privacy if adjacency is None else privacy.under(adjacency),
+            calibration_privacy=_stated(calibration.privacy, adjacency),
             calibrations=[make_entry(mechanism, configuration, calibration, release=release)],
             diagnostics=Diagnostics(mechanism_details=public),
             owner_diagnostics={"calibration": owner} if owner else {},
@@ -478,20 +477,18 @@ class ContractCard(Record):
         agent_sizes=None,
         adjacency: str | None = "replace-one",
     ) -> ContractCard:
-        """Card of a configuration before any data: certificate and guarantee only.
+        """Card of a configuration before any data: certificate and guarantee, no release.
 
         Whether calibrating with ``mechanism`` on ``n_samples`` rows at level
         ``1 - alpha`` would meet ``contract``, from public quantities alone (no data
-        read, no privacy spent). The card has no release.
+        read, no privacy spent).
 
         Parameters
         ----------
         mechanism : QuantileMechanism
             The mechanism with its parameters.
-        n_samples : int
-            Planned calibration size, an integer in [1, 2**53].
-        alpha : float
-            Miscoverage level in (0, 1).
+        n_samples, alpha : int, float
+            Planned calibration size in [1, 2**53]; miscoverage level in (0, 1).
         contract : Contract or None, default=None
             Requirements to check.
         epsilon_train, delta_train : float or None, default=None
@@ -524,12 +521,11 @@ class ContractCard(Record):
         certificate = Certificate.of(
             planned.lower_bound, planned.confidence, planned.feasible, planned.reason
         )
-        privacy = mechanism.privacy_guarantee()
         return cls.build(
             contract=contract,
-            configuration=_bare(mechanism, n, alpha, sizes),
+            configuration=configuration_of(None, n, alpha, mechanism, agent_sizes=sizes),
             training_privacy=stated_training(epsilon_train, delta_train),
-            calibration_privacy=privacy if adjacency is None else privacy.under(adjacency),
+            calibration_privacy=_stated(mechanism.privacy_guarantee(), adjacency),
             calibrations=[CalibrationEntry(None, n, certificate, None)],
         )
 
@@ -548,7 +544,7 @@ class ContractCard(Record):
         The calibration guarantee is ``estimator.calibration_.privacy`` as recorded
         (under the estimator's adjacency). A Mondrian calibration gets one entry per
         group (its id, its size as released, its certificate and release); the contract
-        must then hold in every group (the user guide, Contract cards).
+        must then hold in every group.
 
         Parameters
         ----------
@@ -582,23 +578,26 @@ class ContractCard(Record):
             if any(o for _, o in parts):
                 owner.update(groups=tuple(o for _, o in parts))
         source = "public"
-        if task == "regression" and _bounds_from_data(releases):
+        if task == "regression" and any(
+            r.details.get("score_bounds_source") == "calibration data" for _, r, _ in releases
+        ):
             source = "calibration data"
             public.pop("score_bounds", None)
             owner.update(score_bounds=estimator.score_bounds_, thresholds=plain_value(units))
+        mechanism = estimator.mechanism_
         configuration = configuration_of(
             estimator,
             calibration.n_samples,
             calibration.alpha,
-            estimator.mechanism_,
+            mechanism,
             estimator.score_,
             estimator.estimator_,
-            agent_sizes=_agent_sizes(estimator.mechanism_, calibration),
+            agent_sizes=_agent_sizes(mechanism, calibration),
             **_grouping(estimator),
         )
         entries = [
             make_entry(
-                estimator.mechanism_,
+                mechanism,
                 configuration,
                 release,
                 group,
@@ -622,20 +621,19 @@ class ContractCard(Record):
 
     def with_contract(self, contract: Contract | None) -> ContractCard:
         """The same record checked against another contract (new digest, no signature)."""
-        card = self.build(
-            contract=contract,
-            configuration=self.configuration,
-            training_privacy=self.training_privacy,
-            calibration_privacy=self.calibration_privacy,
-            calibrations=self.calibrations,
-            selection=self.selection,
-            diagnostics=dataclasses.replace(self.diagnostics),
-            owner_diagnostics=dict(self.owner_diagnostics),
+        return self._attached(
+            self.build(
+                contract=contract,
+                configuration=self.configuration,
+                training_privacy=self.training_privacy,
+                calibration_privacy=self.calibration_privacy,
+                calibrations=self.calibrations,
+                selection=self.selection,
+                diagnostics=dataclasses.replace(self.diagnostics),
+                owner_diagnostics=dict(self.owner_diagnostics),
+            )
         )
-        object.__setattr__(card, "_estimator", self._estimator)
-        return card
 
-    # ------------------------------------------------------------- diagnostics
     def evaluate(self, X, y, *, estimator=None, public: bool = False) -> ContractCard:
         """Compute the empirical diagnostics on held-out data, in place.
 
@@ -647,10 +645,8 @@ class ContractCard(Record):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Test features (never the calibration rows).
-        y : array-like of shape (n_samples,)
-            Test targets.
+        X, y : array-like of shape (n_samples, n_features) and (n_samples,)
+            Test features and targets (never the calibration rows).
         estimator : fitted estimator, default=None
             Needed only for a card read from JSON; must be the calibration the card
             records (same thresholds and calibration sizes).
@@ -678,11 +674,10 @@ class ContractCard(Record):
                 "calibration sizes differ)."
             )
         found = empirical_diagnostics(estimator, X, y)
-        if public:
-            for name, value in found.items():
-                setattr(self.diagnostics, name, value)
-        else:
+        if not public:
             self.owner_diagnostics["test"] = found
+        for name, value in found.items() if public else ():
+            setattr(self.diagnostics, name, value)
         return self
 
     # ------------------------------------------------------------ serialising
@@ -806,8 +801,6 @@ class ContractCard(Record):
     @classmethod
     def load(cls, path: str | os.PathLike) -> ContractCard:
         """Read a card from a JSON file (at most 16 MiB)."""
-        from ._codec import MAX_CHARS
-
         with open(path, encoding="utf-8") as handle:
             return cls.from_json(handle.read(MAX_CHARS + 1))
 
@@ -839,30 +832,4 @@ class ContractCard(Record):
         from ._signing import sign_payload
 
         signature = sign_payload(self.signed_payload(), private_key)
-        signed = dataclasses.replace(self, signature=signature)
-        object.__setattr__(signed, "_estimator", self._estimator)
-        return signed
-
-
-def _bare(mechanism, n_samples, alpha, agent_sizes) -> Configuration:
-    """The configuration of a calibration without a model on record."""
-    spec, sizes = ComponentSpec.of(mechanism), None if agent_sizes is None else tuple(agent_sizes)
-    return Configuration("unspecified", float(alpha), 1.0 - float(alpha), int(n_samples), spec,
-                         agent_sizes=sizes)  # fmt: skip
-
-
-def _agent_sizes(mechanism, calibration) -> tuple[int, ...] | None:
-    sizes = calibration.details.get("agent_sizes") if mechanism.requires_groups else None
-    return None if sizes is None else tuple(int(size) for size in sizes)
-
-
-def _check_groups(configuration: Configuration, entries) -> None:
-    """Mondrian entries: distinct ids, sizes consistent with the calibration size."""
-    keys = [canonical_bytes(entry.group) for entry in entries]
-    if not entries or None in [e.group for e in entries] or len(set(keys)) != len(keys):
-        raise ValueError("Mondrian calibrations need distinct, non-null group ids.")
-    sizes = [entry.n_samples for entry in entries]
-    if configuration.group_sizes == "public" and sum(sizes) != configuration.n_samples:
-        raise ValueError(f"public group sizes sum to {sum(sizes)}, not n_samples.")
-    if max(sizes) > configuration.n_samples:
-        raise ValueError("a group's released size exceeds the calibration size.")
+        return self._attached(dataclasses.replace(self, signature=signature))

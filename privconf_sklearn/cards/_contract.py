@@ -11,10 +11,11 @@ guide defines each. Margins are signed slack, ``>= 0`` exactly when the clause h
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 from .._validation import Interval, Options
-from ._records import BUDGET, FLAG, SIGNED, TEXT, Record, accepts, optional
+from ._records import Budget, Flag, MaybeBudget, OpenUnit, Record, Signed, Text, forms
 
 __all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
 
@@ -28,7 +29,8 @@ CLAUSES = (
     "epsilon_cal",
     "delta_cal",
 )
-_BELOW_ONE = [Interval("real", 0, 1, closed="left")]
+CLAUSE_NAMES = [Options(*CLAUSES)]
+BelowOne = Annotated[float, forms(Interval("real", 0, 1, closed="left"))]
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,11 @@ class Contract(Record):
     Contract(target_coverage=0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=0.001, delta=0.0)
     """
 
-    target_coverage: float = field(metadata=accepts([Interval("real", 0, 1, closed="neither")]))
-    max_epsilon_train: float = field(metadata=accepts(BUDGET))
-    max_epsilon_cal: float = field(metadata=accepts(BUDGET))
-    beta: float = field(metadata=accepts(_BELOW_ONE))
-    delta: float = field(metadata=accepts(_BELOW_ONE), default=0.0)
+    target_coverage: OpenUnit
+    max_epsilon_train: Budget
+    max_epsilon_cal: Budget
+    beta: BelowOne
+    delta: BelowOne = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,12 @@ class Clause(Record):
         Whether the clause holds.
     """
 
-    name: str = field(metadata=accepts([Options(*CLAUSES)]))
-    requirement: str = field(metadata=accepts(TEXT))
-    value: float | None = field(metadata=accepts(optional(BUDGET)))
-    bound: float | None = field(metadata=accepts(optional(BUDGET)))
-    margin: float | None = field(metadata=accepts(optional(SIGNED)))
-    satisfied: bool = field(metadata=accepts(FLAG))
+    name: Annotated[str, CLAUSE_NAMES]
+    requirement: Text
+    value: MaybeBudget
+    bound: MaybeBudget
+    margin: Signed
+    satisfied: Flag
 
 
 def _at_least(name: str, requirement: str, value: float, bound: float) -> Clause:
@@ -161,8 +163,7 @@ def check_contract(contract, training, privacy, calibrations, spent=None) -> tup
         Clause(
             "level_reachable",
             "the mechanism can reach the nominal level at this size (whether the release "
-            "is informative is recorded apart)"
-            + _groups(grouped, unreachable, "unreachable"),
+            "is informative is recorded apart)" + _groups(grouped, unreachable, "unreachable"),
             None,
             None,
             None,

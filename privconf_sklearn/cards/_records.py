@@ -1,18 +1,19 @@
-"""The records of a contract card (the contract-cards paper's Table 1) and their schema.
+"""The records of a contract card (the contract-cards paper's Table 1).
 
-Every field is declared once, with :func:`accepts`: the types and ranges it accepts.
+A record is a dataclass whose annotations are its schema: ``Annotated`` types carry the
+accepted forms (:mod:`privconf_sklearn._validation` constraints), record types nest.
 That one declaration validates a record when it is built (``TypeError`` /
 ``ValueError`` naming the field), writes it (:func:`to_plain`) and reads it back
-(:func:`from_plain`: ``CardFormatError`` naming the JSON path), so a card read from JSON
-is never in a state a card built in memory could not be in.
+(:func:`from_plain`, ``CardFormatError`` naming the JSON path).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+import types
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
@@ -40,7 +41,6 @@ MAX_SAMPLES = 2**53
 MAX_ITEMS = 100_000
 
 
-# ------------------------------------------------------------------- constraints
 class Check(Constraint):
     """A constraint from a description, a type test, a value test and a conversion."""
 
@@ -94,30 +94,22 @@ class Items(Check):
 
 
 class Nested(InstanceOf):
-    """A record (read from a JSON object); records of other classes are re-checked."""
+    """A record; one of another class (a ``PrivacyGuarantee``) is checked and rebuilt."""
 
     def convert(self, value):
-        """Records validate themselves; a PrivacyGuarantee is checked and rebuilt."""
+        """Records validate themselves; others are checked against their schema."""
         if isinstance(value, Record):
             return value
-        schema = schema_of(self.kind)
-        return self.kind(**_validate_params(self.name, schema, vars(value)))
+        return self.kind(**_validate_params(self.name, schema_of(self.kind), vars(value)))
 
 
 def _real(value) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
-INF = Check("inf", _real, lambda value: value == math.inf, float)
-TEXT = [InstanceOf(str, "string")]
-FLAG = [Boolean()]
-UNIT = [Interval("real", 0, 1)]
-OPEN_UNIT = [Interval("real", 0, 1, closed="neither")]
-BUDGET = [Interval("real", 0, None), INF]  # a privacy loss: >= 0, inf allowed
-SIGNED = [Interval("real"), INF, Check("-inf", _real, lambda v: v == -math.inf, float)]
-COUNT = [Interval("integer", 0, MAX_ITEMS)]
-SIZE = [Interval("integer", 1, MAX_SAMPLES)]
-ANY_VALUE = Check("a JSON value", lambda value: True)
+def forms(*constraints: Constraint) -> list[Constraint]:
+    """The accepted forms of a field, for its ``Annotated`` type."""
+    return list(constraints)
 
 
 def optional(constraints: list) -> list:
@@ -125,17 +117,33 @@ def optional(constraints: list) -> list:
     return [NoneValue(), *constraints]
 
 
-def hex_digits(length: int) -> Check:
-    """A string of ``length`` lower-case hex digits."""
+def _hex(length: int) -> Check:
     pattern = re.compile(f"[0-9a-f]{{{length}}}")
     return Check(f"{length} lower-case hex digits", lambda v: isinstance(v, str), pattern.fullmatch)
 
 
-# ----------------------------------------------------------------------- schema
-def accepts(constraints: list) -> dict[str, list]:
-    """A field's metadata: its entry in the schema, the constraints its values meet."""
-    return {"schema": constraints}
+INF = Check("inf", _real, lambda value: value == math.inf, float)
+TEXT = [InstanceOf(str, "string")]
+UNIT = [Interval("real", 0, 1)]
+BUDGET = [Interval("real", 0, None), INF]  # a privacy loss: >= 0, inf allowed
+SIGNED = [Interval("real"), INF, Check("-inf", _real, lambda v: v == -math.inf, float)]
+SIZE = [Interval("integer", 1, MAX_SAMPLES)]
+COUNT = [Interval("integer", 0, MAX_ITEMS)]
 
+# Field types: the annotation is the schema.
+Text = Annotated[str, TEXT]
+Flag = Annotated[bool, forms(Boolean())]
+Unit = Annotated[float, UNIT]
+OpenUnit = Annotated[float, forms(Interval("real", 0, 1, closed="neither"))]
+Budget = Annotated[float, BUDGET]
+Signed = Annotated[float | None, optional(SIGNED)]
+Count = Annotated[int, COUNT]
+Measure = Annotated[float | None, optional([Interval("real", 0, None)])]
+MaybeUnit = Annotated[float | None, optional(UNIT)]
+MaybeBudget = Annotated[float | None, optional(BUDGET)]
+MaybeText = Annotated[str | None, optional(TEXT)]
+MaybeCount = Annotated[int | None, optional(COUNT)]
+Mapping = Annotated[dict[str, Any], forms(InstanceOf(dict, "dict"))]
 
 #: The schema of a calibration guarantee (a class of the privacy layer).
 GUARANTEE: dict[str, list] = {
@@ -144,20 +152,36 @@ GUARANTEE: dict[str, list] = {
     "delta": UNIT,
     "rho": optional(BUDGET),
     "adjacency": [Options(*ADJACENCY_STATEMENTS)],
-    "holds": FLAG,
+    "holds": [Boolean()],
     "description": TEXT,
 }
+
+
+_SCHEMAS: dict[type, dict[str, list]] = {}
+
+
+def _constraints(hint) -> list:
+    """Accepted forms of a field: ``Annotated`` metadata, or nested records."""
+    if get_origin(hint) is Annotated:
+        return list(hint.__metadata__[0])
+    if get_origin(hint) is tuple:
+        return [Items(*_constraints(get_args(hint)[0]))]
+    kinds = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    return [NoneValue() if kind is type(None) else Nested(kind) for kind in kinds]
 
 
 def schema_of(cls: type) -> dict[str, list]:
     """Field name -> accepted forms, in the order the fields are written."""
     if cls is PrivacyGuarantee:
         return GUARANTEE
-    return {f.name: f.metadata["schema"] for f in fields(cls) if "schema" in f.metadata}
+    if cls not in _SCHEMAS:
+        hints = get_type_hints(cls, include_extras=True)
+        _SCHEMAS[cls] = {f.name: _constraints(hints[f.name]) for f in fields(cls) if f.init}
+    return _SCHEMAS[cls]
 
 
 class Record:
-    """A dataclass whose fields are checked against its schema when it is built."""
+    """A dataclass whose fields are checked against its annotations when it is built."""
 
     def __post_init__(self):
         schema = schema_of(type(self))
@@ -172,7 +196,7 @@ class Record:
 
 def to_plain(value: Any) -> Any:
     """A record (recursively) as dicts, lists and plain values, fields in schema order."""
-    if is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, Record | PrivacyGuarantee):
         return {name: to_plain(getattr(value, name)) for name in schema_of(type(value))}
     if isinstance(value, list | tuple):
         return [to_plain(item) for item in value]
@@ -220,7 +244,6 @@ def from_plain(cls: type, data: Any, path: str) -> Any:
         raise CardFormatError(f"{path}: {exc}") from exc
 
 
-# ---------------------------------------------------------------------- records
 def marginal_lower_bound(lower_bound: float, confidence: float) -> float:
     """``L - (1 - confidence)`` floored at 0: a marginal bound from a high-probability one."""
     if confidence >= 1.0:
@@ -240,8 +263,8 @@ class ComponentSpec(Record):
         Parameters as plain values (other objects as ``{"$repr": ...}``).
     """
 
-    name: str = field(metadata=accepts(TEXT))
-    params: dict[str, Any] = field(metadata=accepts([InstanceOf(dict, "dict")]))
+    name: Text
+    params: Mapping
 
     @classmethod
     def of(cls, component) -> ComponentSpec:
@@ -261,10 +284,8 @@ class Configuration(Record):
         Requested miscoverage in (0, 1) and ``gamma = 1 - alpha``.
     n_samples : int
         Calibration size (public), in [1, 2**53].
-    mechanism : ComponentSpec
-        Quantile mechanism and its parameters.
-    conformity_score : ComponentSpec or None, default=None
-        Conformity score and its parameters.
+    mechanism, conformity_score : ComponentSpec (score: or None)
+        Quantile mechanism and conformity score with their parameters.
     estimator : str or None, default=None
         The fitted model's class path (pipelines list their steps).
     agent_sizes : tuple of int or None, default=None
@@ -275,22 +296,18 @@ class Configuration(Record):
         With ``mondrian``: ``"public"`` or the ``PrivateGroupSizes`` that released them.
     """
 
-    task: str = field(metadata=accepts([Options("classification", "regression", "unspecified")]))
-    alpha: float = field(metadata=accepts(OPEN_UNIT))
-    nominal_coverage: float = field(metadata=accepts(OPEN_UNIT))
-    n_samples: int = field(metadata=accepts(SIZE))
-    mechanism: ComponentSpec = field(metadata=accepts([Nested(ComponentSpec)]))
-    conformity_score: ComponentSpec | None = field(
-        metadata=accepts(optional([Nested(ComponentSpec)])), default=None
-    )
-    estimator: str | None = field(metadata=accepts(optional(TEXT)), default=None)
-    agent_sizes: tuple[int, ...] | None = field(
-        metadata=accepts(optional([Items(*SIZE)])), default=None
-    )
-    mondrian: str | None = field(metadata=accepts(optional(TEXT)), default=None)
-    group_sizes: str | ComponentSpec | None = field(
-        metadata=accepts([NoneValue(), Options("public"), Nested(ComponentSpec)]), default=None
-    )
+    task: Annotated[str, forms(Options("classification", "regression", "unspecified"))]
+    alpha: OpenUnit
+    nominal_coverage: OpenUnit
+    n_samples: Annotated[int, SIZE]
+    mechanism: ComponentSpec
+    conformity_score: ComponentSpec | None = None
+    estimator: MaybeText = None
+    agent_sizes: Annotated[tuple[int, ...] | None, optional([Items(*SIZE)])] = None
+    mondrian: MaybeText = None
+    group_sizes: Annotated[
+        str | ComponentSpec | None, forms(NoneValue(), Options("public"), Nested(ComponentSpec))
+    ] = None
 
     def _check(self) -> None:
         if not math.isclose(self.nominal_coverage, 1.0 - self.alpha, rel_tol=1e-12):
@@ -315,9 +332,9 @@ class TrainingPrivacy(Record):
         Where the numbers come from (a diffprivlib model's ``epsilon``, the user...).
     """
 
-    epsilon: float = field(metadata=accepts(BUDGET))
-    delta: float = field(metadata=accepts(UNIT))
-    source: str = field(metadata=accepts(TEXT))
+    epsilon: Budget
+    delta: Unit
+    source: Text
 
 
 @dataclass(frozen=True)
@@ -338,11 +355,11 @@ class Certificate(Record):
         Why the level is unreachable, or empty.
     """
 
-    lower_bound: float = field(metadata=accepts(UNIT))
-    confidence: float = field(metadata=accepts(UNIT))
-    marginal_lower_bound: float = field(metadata=accepts(UNIT))
-    level_reachable: bool = field(metadata=accepts(FLAG))
-    reason: str = field(metadata=accepts(TEXT))
+    lower_bound: Unit
+    confidence: Unit
+    marginal_lower_bound: Unit
+    level_reachable: Flag
+    reason: Text
 
     def _check(self) -> None:
         if self.marginal_lower_bound != marginal_lower_bound(self.lower_bound, self.confidence):
@@ -386,20 +403,18 @@ class Release(Record):
         Why the release is uninformative or its coverage does not hold, or empty.
     """
 
-    threshold: float = field(metadata=accepts(UNIT))
-    threshold_score_units: float | None = field(metadata=accepts(optional([Interval("real")])))
-    score_bounds: tuple[float, float] | None = field(
-        metadata=accepts(optional([Items(Interval("real"), length=2)]))
-    )
-    score_bounds_source: str | None = field(
-        metadata=accepts(optional([Options("public", "calibration data")]))
-    )
-    target_level: float | None = field(metadata=accepts(optional([Interval("real", 0, None)])))
-    coverage_upper_bound: float | None = field(metadata=accepts(optional(UNIT)))
-    upper_bound_atom_slope: float = field(metadata=accepts([Interval("real", 0, None)]))
-    informative: bool = field(metadata=accepts(FLAG))
-    coverage_holds: bool = field(metadata=accepts(FLAG))
-    reason: str = field(metadata=accepts(TEXT))
+    threshold: Unit
+    threshold_score_units: Annotated[float | None, optional([Interval("real")])]
+    score_bounds: Annotated[
+        tuple[float, float] | None, optional([Items(Interval("real"), length=2)])
+    ]
+    score_bounds_source: Annotated[str | None, optional([Options("public", "calibration data")])]
+    target_level: Measure
+    coverage_upper_bound: MaybeUnit
+    upper_bound_atom_slope: Annotated[float, forms(Interval("real", 0, None))]
+    informative: Flag
+    coverage_holds: Flag
+    reason: Text
 
     def _check(self) -> None:
         bounds = self.score_bounds
@@ -432,10 +447,10 @@ class CalibrationEntry(Record):
         The release (None for a configuration never calibrated).
     """
 
-    group: Any = field(metadata=accepts([NoneValue(), ANY_VALUE]))
-    n_samples: int = field(metadata=accepts([Interval("integer", 0, MAX_SAMPLES)]))
-    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
-    release: Release | None = field(metadata=accepts(optional([Nested(Release)])))
+    group: Annotated[Any, forms(NoneValue(), Check("a JSON value", lambda value: True))]
+    n_samples: Annotated[int, forms(Interval("integer", 0, MAX_SAMPLES))]
+    certificate: Certificate
+    release: Release | None
 
 
 @dataclass(frozen=True)
@@ -464,16 +479,16 @@ class Candidate(Record):
         Why it was dominated or skipped, or empty.
     """
 
-    index: int = field(metadata=accepts(COUNT))
-    configuration: Configuration = field(metadata=accepts([Nested(Configuration)]))
-    training: TrainingPrivacy = field(metadata=accepts([Nested(TrainingPrivacy)]))
-    calibration: PrivacyGuarantee = field(metadata=accepts([Nested(PrivacyGuarantee)]))
-    certificate: Certificate = field(metadata=accepts([Nested(Certificate)]))
-    formally_feasible: bool = field(metadata=accepts(FLAG))
-    status: str = field(
-        metadata=accepts([Options("infeasible", "dominated", "skipped", "evaluated", "chosen")])
-    )
-    note: str = field(metadata=accepts(TEXT))
+    index: Count
+    configuration: Configuration
+    training: TrainingPrivacy
+    calibration: PrivacyGuarantee
+    certificate: Certificate
+    formally_feasible: Flag
+    status: Annotated[
+        str, forms(Options("infeasible", "dominated", "skipped", "evaluated", "chosen"))
+    ]
+    note: Text
 
 
 @dataclass(frozen=True)
@@ -500,17 +515,17 @@ class Selection(Record):
         Every grid configuration.
     """
 
-    rule: str = field(metadata=accepts(TEXT))
-    calibration_split: str = field(metadata=accepts([Options("disjoint", "shared")]))
-    n_checked: int = field(metadata=accepts(COUNT))
-    n_formally_feasible: int = field(metadata=accepts(COUNT))
-    n_selected: int = field(metadata=accepts(COUNT))
-    n_evaluated: int = field(metadata=accepts(COUNT))
-    chosen_index: int | None = field(metadata=accepts(optional(COUNT)))
-    best_coverage_margin: float = field(metadata=accepts([Interval("real", -1, 1)]))
-    spent_epsilon_cal: float = field(metadata=accepts(BUDGET))
-    spent_delta_cal: float = field(metadata=accepts(UNIT))
-    candidates: tuple[Candidate, ...] = field(metadata=accepts([Items(Nested(Candidate))]))
+    rule: Text
+    calibration_split: Annotated[str, forms(Options("disjoint", "shared"))]
+    n_checked: Count
+    n_formally_feasible: Count
+    n_selected: Count
+    n_evaluated: Count
+    chosen_index: MaybeCount
+    best_coverage_margin: Annotated[float, forms(Interval("real", -1, 1))]
+    spent_epsilon_cal: Budget
+    spent_delta_cal: Unit
+    candidates: tuple[Candidate, ...]
 
 
 #: The empirical diagnostics, in the order cards show them.
@@ -522,8 +537,6 @@ EMPIRICAL = (
     "accuracy",
     "mean_width",
 )
-_MEASURE = optional([Interval("real", 0, None)])
-_DIAGNOSTICS: list = []  # the candidates' form, once the class exists
 
 
 @dataclass
@@ -551,22 +564,15 @@ class Diagnostics(Record):
         Diagnostics of every configuration a search evaluated.
     """
 
-    n_test: int | None = field(
-        metadata=accepts(optional([Interval("integer", 0, None)])), default=None
-    )
-    empirical_coverage: float | None = field(metadata=accepts(optional(UNIT)), default=None)
-    mean_set_size: float | None = field(metadata=accepts(_MEASURE), default=None)
-    singleton_rate: float | None = field(metadata=accepts(optional(UNIT)), default=None)
-    accuracy: float | None = field(metadata=accepts(optional(UNIT)), default=None)
-    mean_width: float | None = field(metadata=accepts(_MEASURE), default=None)
-    mechanism_details: dict[str, Any] = field(
-        metadata=accepts([InstanceOf(dict, "dict")]), default_factory=dict
-    )
-    candidate_index: int | None = field(metadata=accepts(optional(COUNT)), default=None)
-    candidates: tuple[Diagnostics, ...] = field(metadata=accepts(_DIAGNOSTICS), default=())
-
-
-_DIAGNOSTICS.append(Items(Nested(Diagnostics)))
+    n_test: Annotated[int | None, optional([Interval("integer", 0, None)])] = None
+    empirical_coverage: MaybeUnit = None
+    mean_set_size: Measure = None
+    singleton_rate: MaybeUnit = None
+    accuracy: MaybeUnit = None
+    mean_width: Measure = None
+    mechanism_details: Mapping = field(default_factory=dict)
+    candidate_index: MaybeCount = None
+    candidates: tuple[Diagnostics, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -584,6 +590,6 @@ class Signature(Record):
         The signature (128 hex digits) of the bytes ``formal_sha256`` is taken over.
     """
 
-    algorithm: str = field(metadata=accepts([Options("ed25519")]))
-    public_key: str = field(metadata=accepts([hex_digits(64)]))
-    value: str = field(metadata=accepts([hex_digits(128)]))
+    algorithm: Annotated[str, forms(Options("ed25519"))]
+    public_key: Annotated[str, forms(_hex(64))]
+    value: Annotated[str, forms(_hex(128))]

@@ -109,16 +109,14 @@ def best_attempted(contract: Contract, candidates) -> Candidate:
 def composed_spend(guarantees, split: str) -> tuple[float, float]:
     """Calibration (epsilon, delta) of several releases on the same calibration set.
 
-    ``"disjoint"`` rows: parallel composition, the maximum. ``"shared"``: basic sequential
-    composition, the sums (Dwork & Roth 2014, Thm. 3.16). A guarantee that does not hold
-    counts as ``(inf, 1)``.
+    ``"disjoint"`` rows: parallel composition, the maxima; ``"shared"``: basic sequential
+    composition, the sums (Dwork & Roth 2014, Thm. 3.16). One not holding is ``(inf, 1)``.
     """
-    pairs = [(g.epsilon, g.delta) if g.holds else (math.inf, 1.0) for g in guarantees]
-    if not pairs:
-        return 0.0, 0.0
+    epsilons = [g.epsilon if g.holds else math.inf for g in guarantees]
+    deltas = [g.delta if g.holds else 1.0 for g in guarantees]
     if split == "disjoint":
-        return max(p[0] for p in pairs), max(p[1] for p in pairs)
-    return math.fsum(p[0] for p in pairs), min(1.0, math.fsum(p[1] for p in pairs))
+        return max(epsilons, default=0.0), max(deltas, default=0.0)
+    return math.fsum(epsilons), min(1.0, math.fsum(deltas))
 
 
 def selection_of(contract: Contract, candidates, split: str) -> Selection:
@@ -147,50 +145,33 @@ def _priority(c: Candidate) -> tuple:
     return c.configuration.nominal_coverage, -c.calibration.epsilon, -n, c.index
 
 
-def _mean_size(found: Diagnostics) -> float:
-    """Mean width (regression) or mean set size on the evaluation data; inf without any."""
-    value = found.mean_width if found.mean_width is not None else found.mean_set_size
-    return np.inf if value is None else value
-
-
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """Choose a configuration that meets a contract, spending privacy only on finalists.
 
-    The contract-cards paper's Sec. 4 and Table 2. Every configuration of ``param_grid`` is
-    first checked against Eq. (3) with its mechanism's certificate and guarantee (under the
-    estimator's ``adjacency``; no data read, no privacy spent); dominated feasible
-    configurations are dropped (``selection.rule``); only the others are calibrated on the
-    rows given to :meth:`fit` and compared on evaluation data. An infeasible contract gives
-    an infeasibility card (best attempted configuration, negative margins), not an error.
-
-    With ``calibration_split="disjoint"`` the evaluated configurations calibrate on
-    disjoint rows and the search costs the largest ``epsilon_cal`` among them (parallel
-    composition); with ``"shared"`` the costs add up and the search evaluates only what the
-    contract's budget allows. The card's ``epsilon_cal`` clause is checked against this
-    composed cost. ``X_eval`` is used without privacy protection: it must be public or
-    already released. Without it only the first configuration in priority order is
-    calibrated.
+    The contract-cards paper's Sec. 4 and Table 2: every configuration of ``param_grid`` is
+    checked against Eq. (3) from its certificate and guarantee alone (under the estimator's
+    ``adjacency``; no data read, no privacy spent), dominated ones are dropped
+    (``selection.rule``), and only the others are calibrated and compared on ``X_eval``
+    (without it, only the first in priority order is calibrated). On disjoint rows the
+    search costs the largest ``epsilon_cal`` evaluated (parallel composition), on shared
+    rows the sum, and it evaluates only what the contract's budget allows; the card's
+    ``epsilon_cal`` clause is checked against this cost. An infeasible contract gives an
+    infeasibility card (best attempted configuration, negative margins), not an error.
 
     Parameters
     ----------
     estimator : PrivateConformalClassifier or PrivateConformalRegressor
-        Template with ``prefit=True`` (the model is fixed before calibration, as the
-        paper's Theorem 5.1 assumes) and without ``mondrian``; grid values set on clones.
+        Template with ``prefit=True`` (a fixed model, as Theorem 5.1 assumes), no mondrian.
     contract : Contract
         The requirements.
     param_grid : dict or list of dict
-        As for :class:`~sklearn.model_selection.ParameterGrid`, over the estimator's
-        parameters (``alpha``, ``mechanism__epsilon``, ``conformity_score``...) plus the
-        required key ``"calibration_size"``: list of calibration sizes (int rows).
+        A :class:`~sklearn.model_selection.ParameterGrid` plus ``"calibration_size"`` (rows).
     epsilon_train, delta_train : float or None, default=None
-        Training privacy (None: read from diffprivlib models; see
-        :meth:`ContractCard.from_estimator`).
+        Training privacy (None: as :meth:`ContractCard.from_estimator` reads it).
     calibration_split : {"disjoint", "shared"}, default="disjoint"
-        Evaluated configurations calibrate on disjoint rows (parallel composition) or on
-        the same rows (sequential composition).
+        Whether evaluated configurations calibrate on disjoint rows or the same rows.
     random_state : None, int or RandomState, default=None
-        Seeds the assignment of calibration rows to configurations (not privacy noise,
-        which the estimator's own ``random_state`` governs).
+        Seeds which rows calibrate which configuration (not the privacy noise).
 
     Attributes
     ----------
@@ -201,8 +182,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     best_estimator_ : estimator or None
         The chosen, calibrated estimator (None if infeasible).
     card_ : ContractCard
-        Card of the chosen configuration (or the infeasibility card), with the selection
-        summary and the evaluated configurations' diagnostics.
+        The chosen configuration's card (or the infeasibility card), with the selection.
 
     Examples
     --------
@@ -216,17 +196,14 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     >>> model = LogisticRegression().fit(X[:3000], y[:3000])
     >>> search = CertificateAwareSearch(
     ...     PrivateConformalClassifier(model, mechanism=ExponQ(epsilon=1.0), random_state=0),
-    ...     contract=Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=1.0,
-    ...                       beta=0.0),
+    ...     contract=Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=1.0, beta=0),
     ...     param_grid={"alpha": [0.1, 0.2], "mechanism__epsilon": [0.5, 1.0, 2.0],
     ...                 "calibration_size": [1000, 2000]},
     ...     random_state=0,
     ... ).fit(X[3000:6000], y[3000:6000], X_eval=X[6000:], y_eval=y[6000:])
     >>> s = search.card_.selection
-    >>> s.n_checked, s.n_formally_feasible, s.n_selected, s.n_evaluated
-    (12, 4, 2, 2)
-    >>> search.card_.decision
-    'feasible'
+    >>> s.n_checked, s.n_formally_feasible, s.n_selected, s.n_evaluated, search.card_.decision
+    (12, 4, 2, 2, 'feasible')
     """
 
     _parameter_constraints: dict = {
@@ -263,13 +240,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 "estimator must have prefit=True: the search compares calibrations of one "
                 "fixed model (fit the model first; its training privacy is eps_train)."
             )
+        name = "param_grid['calibration_size']"
         for grid in self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]:
             if not isinstance(grid, dict) or "calibration_size" not in grid:
                 raise ValueError(
                     "param_grid must be a dict (or list of dicts) with a 'calibration_size' "
                     "entry: the certificates depend on the calibration size n."
                 )
-            name = "param_grid['calibration_size']"
             validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
                 raise ValueError(f"{name} must not be empty.")
@@ -282,11 +259,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
         estimator = clone(self.estimator).set_params(**params)
         checked = estimator._validated("alpha", "adjacency", "mondrian")
-        mechanism, alpha, model = (
-            estimator._resolve_mechanism(),
-            checked["alpha"],
-            estimator.estimator,
-        )
+        mechanism, alpha = estimator._resolve_mechanism(), checked["alpha"]
         if mechanism.requires_groups or checked["mondrian"] is not None:
             raise ValueError(
                 "The search takes neither federated mechanisms nor Mondrian calibration: "
@@ -297,9 +270,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
         cert = mechanism.coverage_certificate(n_samples, alpha)
         certificate = Certificate.of(cert.lower_bound, cert.confidence, cert.feasible, cert.reason)
-        training = training_privacy(model, self.epsilon_train, self.delta_train)
+        training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
         privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
-        score = estimator._resolve_score()
+        score, model = estimator._resolve_score(), estimator.estimator
         configuration = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
         candidate = Candidate(
             index, configuration, training, privacy, certificate, True, "skipped", ""
@@ -326,8 +299,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     def screen(self) -> tuple[Candidate, ...]:
         """Formal screening only: every configuration's certificate and status.
 
-        Reads no data and spends no privacy. Feasible, non-dominated configurations have
-        status ``"skipped"`` (not calibrated yet).
+        Reads no data, spends no privacy; kept configurations have status ``"skipped"``.
         """
         return tuple(candidate for _, candidate in self._screen())
 
@@ -364,8 +336,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Calibration targets.
         X_eval, y_eval : array-like, default=None
-            Evaluation data the calibrated configurations are compared on; used without
-            privacy protection (public or already released data only).
+            Comparison data, used without privacy protection (public or released only).
 
         Returns
         -------
@@ -398,17 +369,17 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 f"{smallest} rows, {n_rows} were given."
             )
         permutation = check_random_state(self.random_state).permutation(n_rows)
-        fitted, diagnostics, owner = {}, {}, {}
+        fitted, diagnostics, owner, sizes = {}, {}, {}, {}
         for candidate, positions in plan:
             i, rows = candidate.index, permutation[positions]
-            fitted[i] = screened[i][0].fit_calibrate(
-                _safe_indexing(X, rows), _safe_indexing(y, rows)
-            )
+            estimator = screened[i][0]
+            fitted[i] = estimator.fit_calibrate(_safe_indexing(X, rows), _safe_indexing(y, rows))
             public, owner[str(i)] = split_details(fitted[i].calibration_)
             # X_eval is public or already released (documented), so these are public.
             evaluation = {} if X_eval is None else empirical_diagnostics(fitted[i], X_eval, y_eval)
             diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
-        chosen = min(plan, key=lambda p: _mean_size(diagnostics[p[0].index]))[0].index
+            sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
+        chosen = min(fitted, key=sizes.__getitem__)  # ties: the first in priority order
         # Evaluated configurations carry the guarantee their calibration actually has
         # (e.g. marked as not holding when the regressor took score bounds from data).
         recorded = [
@@ -432,7 +403,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         )
         for name in EMPIRICAL:
             setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
-        card.diagnostics.candidates = tuple(diagnostics[c.index] for c, _ in plan)
+        card.diagnostics.candidates = tuple(diagnostics.values())
         if any(owner.values()):
             card.owner_diagnostics["candidates"] = {k: v for k, v in owner.items() if v}
         self.candidates_, self.best_index_ = selection.candidates, chosen

@@ -273,10 +273,8 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
         privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
         score, model = estimator._resolve_score(), estimator.estimator
-        configuration = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
-        candidate = Candidate(
-            index, configuration, training, privacy, certificate, True, "skipped", ""
-        )
+        config = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
+        candidate = Candidate(index, config, training, privacy, certificate, True, "skipped", "")
         failed = ", ".join(c.name for c in clauses_of(self.contract, candidate) if not c.satisfied)
         status, note = ("infeasible", f"fails {failed}") if failed else ("skipped", "")
         return estimator, replace(candidate, formally_feasible=not failed, status=status, note=note)
@@ -310,13 +308,14 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         shared, used = self.calibration_split == "shared", 0
         for candidate in sorted(kept, key=_priority):
             n = candidate.configuration.n_samples
-            spend = composed_spend([c.calibration for c, _ in [*plan, (candidate, None)]], "shared")
+            spend = composed_spend(
+                [*(c.calibration for c, _ in plan), candidate.calibration], "shared"
+            )
+            over_budget = spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
             if n > (n_rows if shared else n_rows - used):
                 left = f"{n_rows} given" if shared else f"{n_rows - used} left"
                 notes[candidate.index] = f"needs {n} calibration rows, {left}"
-            elif shared and (
-                spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
-            ):
+            elif shared and over_budget:
                 notes[candidate.index] = "would exceed the calibration budget (shared rows)"
             elif not plan or has_eval:
                 start = 0 if shared else used

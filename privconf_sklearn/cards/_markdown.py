@@ -65,16 +65,14 @@ def _fmt(value: Any) -> str:
 
 
 def _table(columns: str, *records, labels: tuple[str, ...] = ()) -> str:
-    """One row per record, one column per attribute path (a missing one reads as None)."""
+    """One row per record, one column per attribute path (a missing attribute reads None)."""
     paths = [path.split(".") for path in columns.split()]
     header = [*([""] if labels else []), *(path[-1] for path in paths)]
-    rows = [
-        [*labels[i : i + 1], *(_fmt(reduce(lambda r, a: getattr(r, a, None), p, r)) for p in paths)]
-        for i, r in enumerate(records)
-    ]
-    return "".join(
-        "| " + " | ".join(row) + " |\n" for row in [header, ["---"] * len(header), *rows]
-    )
+    lines = [header, ["---"] * len(header)]
+    for i, record in enumerate(records):
+        cells = (reduce(lambda r, name: getattr(r, name, None), path, record) for path in paths)
+        lines.append([*labels[i : i + 1], *map(_fmt, cells)])
+    return "".join("| " + " | ".join(line) + " |\n" for line in lines)
 
 
 def _fields(record) -> str:

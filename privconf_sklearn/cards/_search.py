@@ -161,11 +161,11 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     Parameters
     ----------
     estimator : PrivateConformalClassifier or PrivateConformalRegressor
-        Template with ``prefit=True`` (a fixed model, as Theorem 5.1 assumes), no mondrian.
+        Template with ``prefit=True`` (fixed model, the paper's Theorem 5.1), no ``mondrian``.
     contract : Contract
         The requirements.
     param_grid : dict or list of dict
-        A :class:`~sklearn.model_selection.ParameterGrid` plus ``"calibration_size"`` (rows).
+        :class:`~sklearn.model_selection.ParameterGrid` plus ``"calibration_size"``: row counts.
     epsilon_train, delta_train : float or None, default=None
         Training privacy (None: as :meth:`ContractCard.from_estimator` reads it).
     calibration_split : {"disjoint", "shared"}, default="disjoint"

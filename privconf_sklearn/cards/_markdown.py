@@ -18,32 +18,14 @@ TEMPLATE = Template(
 
 ${notes}## Formal layer
 
-### Contract
-
-$contract
-### Configuration
-
-$configuration
-### Privacy
-
-$privacy
-### Certificate
-
-$certificate
-### Feasibility, Eq. (3)
-
-$clauses
-### Release
-
-$release
-${selection}Formal-layer SHA-256: `$digest`$signature
+${formal}Formal-layer SHA-256: `$digest`$signature
 
 ## Diagnostic layer (not formal evidence)
 
 $diagnostics"""
 )
 
-#: Columns of each table: attribute paths of the records in its rows.
+#: Columns of each table: attribute paths of the records in its rows (``a.b``: ``row.a.b``).
 CONTRACT = "target_coverage max_epsilon_train max_epsilon_cal beta delta"
 PRIVACY = "epsilon delta rho notion adjacency holds source description"
 CERTIFICATE = (
@@ -82,20 +64,15 @@ def _fmt(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _attribute(record, name: str):
-    return getattr(record, name, None)
-
-
 def _table(columns: str, *records, labels: tuple[str, ...] = ()) -> str:
-    """One row per record, one column per attribute path (``a.b`` reads ``record.a.b``)."""
-    names = columns.split()
-    header = [*([""] if labels else []), *(name.split(".")[-1] for name in names)]
-    rows = [
-        [*labels[i : i + 1], *(_fmt(reduce(_attribute, n.split("."), r)) for n in names)]
-        for i, r in enumerate(records)
-    ]
-    lines = [header, ["---"] * len(header), *rows]
-    return "".join("| " + " | ".join(row) + " |\n" for row in lines)
+    """One row per record, one column per attribute path (a missing attribute reads None)."""
+    paths = [path.split(".") for path in columns.split()]
+    header = [*([""] if labels else []), *(path[-1] for path in paths)]
+    lines = [header, ["---"] * len(header)]
+    for i, record in enumerate(records):
+        cells = (reduce(lambda r, name: getattr(r, name, None), path, record) for path in paths)
+        lines.append([*labels[i : i + 1], *map(_fmt, cells)])
+    return "".join("| " + " | ".join(line) + " |\n" for line in lines)
 
 
 def _fields(record) -> str:
@@ -164,6 +141,21 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
     cal, train, selection = card.calibration_privacy, card.training_privacy, card.selection
     rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
     released = card.calibrations[0].release is not None
+    sections = [
+        ("Contract", "—\n" if card.contract is None else _table(CONTRACT, card.contract)),
+        ("Configuration", _fields(card.configuration)),
+        ("Privacy", _table(PRIVACY, train, cal, labels=("training", "calibration"))),
+        ("Certificate", _table(CERTIFICATE, *card.calibrations)),
+        (
+            "Feasibility, Eq. (3)",
+            _table(CLAUSE, *card.clauses) if card.clauses else "— (no contract)\n",
+        ),
+        ("Release", _table(RELEASE, *card.calibrations) if released else "Not calibrated.\n"),
+    ]
+    if selection is not None:
+        rule = f"\nRule: {selection.rule}\n\n"
+        text = _table(SELECTION, selection) + rule + _table(CANDIDATE, *selection.candidates)
+        sections.append(("Selection summary (certificate-aware search)", text))
     return TEMPLATE.substitute(
         title=title,
         budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)}{rho} "
@@ -171,19 +163,7 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         f"training epsilon = {_fmt(train.epsilon)}, delta = {_fmt(train.delta)} "
         f"({train.source}).",
         notes=notes,
-        contract="—\n" if card.contract is None else _table(CONTRACT, card.contract),
-        configuration=_fields(card.configuration),
-        privacy=_table(PRIVACY, train, cal, labels=("training", "calibration")),
-        certificate=_table(CERTIFICATE, *card.calibrations),
-        clauses=_table(CLAUSE, *card.clauses) if card.clauses else "— (no contract)\n",
-        release=_table(RELEASE, *card.calibrations) if released else "Not calibrated.\n",
-        selection=""
-        if selection is None
-        else "### Selection summary (certificate-aware search)\n\n"
-        + _table(SELECTION, selection)
-        + f"\nRule: {selection.rule}\n\n"
-        + _table(CANDIDATE, *selection.candidates)
-        + "\n",
+        formal="".join(f"### {heading}\n\n{text}\n" for heading, text in sections),
         digest=card.formal_sha256,
         signature=""
         if card.signature is None

@@ -1,15 +1,11 @@
-"""Certificate-aware search over private conformal configurations (the paper's Sec. 4).
+"""Certificate-aware search over private conformal configurations (contract-cards paper, Sec. 4).
 
-Formal screening reads no data (certificates depend only on the public ``n``, ``alpha``
-and the mechanism's parameters); only the kept configurations are calibrated. The rules
-below work on card records only, so the verifier recomputes them from a card.
-
-Dominance. Two formally feasible configurations are compared only when they agree on
-everything except the nominal coverage and the calibration budget (task, mechanism and
-its other parameters, score, model, training privacy, calibration size). Within such a
-group ``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``, ``eps_cal(c) >= eps_cal(c')``
-and ``delta_cal(c) >= delta_cal(c')`` (the paper's Remark 5.3); exact ties keep the first
-configuration of the grid.
+Formal screening reads no data: certificates depend only on the public ``n``, ``alpha`` and
+mechanism parameters, and only kept configurations are calibrated. The rules read card
+records only, so the verifier recomputes them. Dominance (the paper's Remark 5.3): among
+formally feasible configurations equal in all but nominal coverage and calibration budget,
+``c`` dominates ``c'`` when ``gamma(c) <= gamma(c')``, ``eps_cal(c) >= eps_cal(c')`` and
+``delta_cal(c) >= delta_cal(c')``; exact ties keep the first configuration of the grid.
 """
 
 from __future__ import annotations
@@ -25,13 +21,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._base import BasePrivateConformal
 from .._validation import InstanceOf, Options, validate_params
-from ._card import (
-    ContractCard,
-    configuration_of,
-    empirical_diagnostics,
-    planned_certificate,
-    split_details,
-)
+from ._card import ContractCard, configuration_of, empirical_diagnostics, split_details
 from ._codec import canonical_bytes
 from ._contract import Contract, check_contract
 from ._records import (
@@ -65,28 +55,23 @@ DOMINANCE_RULE = (
 )
 
 
+def _entry(candidate: Candidate) -> CalibrationEntry:
+    return CalibrationEntry(None, candidate.configuration.n_samples, candidate.certificate, None)
+
+
 def clauses_of(contract: Contract, candidate: Candidate):
     """Eq. (3) for one grid configuration, from its own (planned) guarantees."""
-    n = candidate.configuration.n_samples
-    entry = CalibrationEntry(None, n, candidate.certificate, None)
-    return check_contract(contract, candidate.training, candidate.calibration, [entry])
+    return check_contract(contract, candidate.training, candidate.calibration, [_entry(candidate)])
 
 
 def _group_key(candidate: Candidate) -> bytes:
-    configuration = candidate.configuration
-    params = configuration.mechanism.params
-    score = configuration.conformity_score
-    return canonical_bytes(
-        {
-            "task": configuration.task,
-            "mechanism": configuration.mechanism.name,
-            "params": {k: v for k, v in params.items() if k not in PRIVACY_PARAMETERS},
-            "score": None if score is None else [score.name, score.params],
-            "estimator": configuration.estimator,
-            "training": [candidate.training.epsilon, candidate.training.delta],
-            "n_samples": configuration.n_samples,
-        }
-    )
+    """All a configuration shares with those it is compared with (Remark 5.3)."""
+    config, training, score = candidate.configuration, candidate.training, None
+    if config.conformity_score is not None:
+        score = [config.conformity_score.name, config.conformity_score.params]
+    params = {k: v for k, v in config.mechanism.params.items() if k not in PRIVACY_PARAMETERS}
+    shared = [config.task, config.mechanism.name, params, score, config.estimator]
+    return canonical_bytes([*shared, training.epsilon, training.delta, config.n_samples])
 
 
 def _dominates(a: Candidate, b: Candidate) -> bool:
@@ -124,16 +109,14 @@ def best_attempted(contract: Contract, candidates) -> Candidate:
 def composed_spend(guarantees, split: str) -> tuple[float, float]:
     """Calibration (epsilon, delta) of several releases on the same calibration set.
 
-    ``"disjoint"`` rows: parallel composition, the maximum. ``"shared"``: basic
-    sequential composition, the sums (Dwork & Roth 2014, Thm. 3.16). A guarantee that
-    does not hold counts as ``(inf, 1)``.
+    ``"disjoint"`` rows: parallel composition, the maxima; ``"shared"``: basic sequential
+    composition, the sums (Dwork & Roth 2014, Thm. 3.16). One not holding is ``(inf, 1)``.
     """
-    pairs = [(g.epsilon, g.delta) if g.holds else (math.inf, 1.0) for g in guarantees]
-    if not pairs:
-        return 0.0, 0.0
+    epsilons = [g.epsilon if g.holds else math.inf for g in guarantees]
+    deltas = [g.delta if g.holds else 1.0 for g in guarantees]
     if split == "disjoint":
-        return max(p[0] for p in pairs), max(p[1] for p in pairs)
-    return math.fsum(p[0] for p in pairs), min(1.0, math.fsum(p[1] for p in pairs))
+        return max(epsilons, default=0.0), max(deltas, default=0.0)
+    return math.fsum(epsilons), min(1.0, math.fsum(deltas))
 
 
 def selection_of(contract: Contract, candidates, split: str) -> Selection:
@@ -156,46 +139,39 @@ def selection_of(contract: Contract, candidates, split: str) -> Selection:
     )
 
 
+def _priority(c: Candidate) -> tuple:
+    """Evaluation order: nominal coverage up, then epsilon_cal and calibration size down."""
+    n = c.configuration.n_samples
+    return c.configuration.nominal_coverage, -c.calibration.epsilon, -n, c.index
+
+
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """Choose a configuration that meets a contract, spending privacy only on finalists.
 
-    The contract-cards paper's Sec. 4 and Table 2. Every configuration of
-    ``param_grid`` is first checked against Eq. (3) with its mechanism's certificate
-    and guarantee (under the estimator's ``adjacency``; no data read, no privacy
-    spent); dominated feasible configurations are dropped (``selection.rule``); only
-    the others are calibrated on the rows given to :meth:`fit` and compared on
-    evaluation data. An infeasible contract gives an infeasibility card (best attempted
-    configuration, negative margins), not an exception.
-
-    With ``calibration_split="disjoint"`` the evaluated configurations calibrate on
-    disjoint rows and the search costs the largest ``epsilon_cal`` among them
-    (parallel composition); with ``"shared"`` the costs add up and the search evaluates
-    only what the contract's budget allows. The card's ``epsilon_cal`` clause is
-    checked against this composed cost. ``X_eval`` is used without privacy protection:
-    it must be public or already released. Without it only the first configuration in
-    priority order is calibrated.
+    The contract-cards paper's Sec. 4 and Table 2: every configuration of ``param_grid`` is
+    checked against Eq. (3) from its certificate and guarantee alone (under the estimator's
+    ``adjacency``; no data read, no privacy spent), dominated ones are dropped
+    (``selection.rule``), and only the others are calibrated and compared on ``X_eval``
+    (without it, only the first in priority order is calibrated). On disjoint rows the
+    search costs the largest ``epsilon_cal`` evaluated (parallel composition), on shared
+    rows the sum, and it evaluates only what the contract's budget allows; the card's
+    ``epsilon_cal`` clause is checked against this cost. An infeasible contract gives an
+    infeasibility card (best attempted configuration, negative margins), not an error.
 
     Parameters
     ----------
     estimator : PrivateConformalClassifier or PrivateConformalRegressor
-        Template with ``prefit=True`` (the model is fixed before calibration, as the
-        paper's Theorem 5.1 assumes) and without ``mondrian``; grid parameters are set
-        on clones of it.
+        Template with ``prefit=True`` (fixed model, the paper's Theorem 5.1), no ``mondrian``.
     contract : Contract
         The requirements.
     param_grid : dict or list of dict
-        As for :class:`~sklearn.model_selection.ParameterGrid`, over the estimator's
-        parameters (``alpha``, ``mechanism__epsilon``, ``conformity_score``...) plus the
-        required key ``"calibration_size"``: list of calibration sizes (int rows).
+        :class:`~sklearn.model_selection.ParameterGrid` plus ``"calibration_size"``: row counts.
     epsilon_train, delta_train : float or None, default=None
-        Training privacy (None: read from diffprivlib models; see
-        :meth:`ContractCard.from_estimator`).
+        Training privacy (None: as :meth:`ContractCard.from_estimator` reads it).
     calibration_split : {"disjoint", "shared"}, default="disjoint"
-        Whether evaluated configurations use disjoint calibration rows (parallel
-        composition) or the same rows (sequential composition).
+        Whether evaluated configurations calibrate on disjoint rows or the same rows.
     random_state : None, int or RandomState, default=None
-        Seeds the assignment of calibration rows to configurations (not privacy
-        noise, which the estimator's own ``random_state`` governs).
+        Seeds which rows calibrate which configuration (not the privacy noise).
 
     Attributes
     ----------
@@ -206,8 +182,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     best_estimator_ : estimator or None
         The chosen, calibrated estimator (None if infeasible).
     card_ : ContractCard
-        Card of the chosen configuration (or the infeasibility card), with the
-        selection summary and the evaluated configurations' diagnostics.
+        The chosen configuration's card (or the infeasibility card), with the selection.
 
     Examples
     --------
@@ -221,17 +196,14 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     >>> model = LogisticRegression().fit(X[:3000], y[:3000])
     >>> search = CertificateAwareSearch(
     ...     PrivateConformalClassifier(model, mechanism=ExponQ(epsilon=1.0), random_state=0),
-    ...     contract=Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=1.0,
-    ...                       beta=0.0),
+    ...     contract=Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=1.0, beta=0),
     ...     param_grid={"alpha": [0.1, 0.2], "mechanism__epsilon": [0.5, 1.0, 2.0],
     ...                 "calibration_size": [1000, 2000]},
     ...     random_state=0,
     ... ).fit(X[3000:6000], y[3000:6000], X_eval=X[6000:], y_eval=y[6000:])
     >>> s = search.card_.selection
-    >>> s.n_checked, s.n_formally_feasible, s.n_selected, s.n_evaluated
-    (12, 4, 2, 2)
-    >>> search.card_.decision
-    'feasible'
+    >>> s.n_checked, s.n_formally_feasible, s.n_selected, s.n_evaluated, search.card_.decision
+    (12, 4, 2, 2, 'feasible')
     """
 
     _parameter_constraints: dict = {
@@ -260,7 +232,6 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.calibration_split = calibration_split
         self.random_state = random_state
 
-    # ------------------------------------------------------------- screening
     def _check_params(self) -> None:
         validate_params(self, self._parameter_constraints)
         check_stated(self.epsilon_train, self.delta_train)
@@ -269,27 +240,26 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 "estimator must have prefit=True: the search compares calibrations of one "
                 "fixed model (fit the model first; its training privacy is eps_train)."
             )
-        grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
-        for grid in grids:
+        name = "param_grid['calibration_size']"
+        for grid in self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]:
             if not isinstance(grid, dict) or "calibration_size" not in grid:
                 raise ValueError(
                     "param_grid must be a dict (or list of dicts) with a 'calibration_size' "
                     "entry: the certificates depend on the calibration size n."
                 )
-            name = "param_grid['calibration_size']"
             validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
                 raise ValueError(f"{name} must not be empty.")
 
     def _candidate(self, index: int, params: dict) -> tuple[BasePrivateConformal, Candidate]:
-        """One grid configuration with its certificate and planned guarantee."""
+        """One grid configuration with its certificate, planned guarantee and Eq. (3)."""
         n_samples = int(params.pop("calibration_size"))
         # Clone grid values (a mechanism instance is mutated by mechanism__* params),
         # except a prefit model, which cloning would unfit.
         params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
         estimator = clone(self.estimator).set_params(**params)
         checked = estimator._validated("alpha", "adjacency", "mondrian")
-        mechanism = estimator._resolve_mechanism()
+        mechanism, alpha = estimator._resolve_mechanism(), checked["alpha"]
         if mechanism.requires_groups or checked["mondrian"] is not None:
             raise ValueError(
                 "The search takes neither federated mechanisms nor Mondrian calibration: "
@@ -298,28 +268,16 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 "configurations one by one (ContractCard.for_configuration(..., "
                 "agent_sizes=...), or the estimator's card_)."
             )
-        planned = planned_certificate(mechanism, n_samples, checked["alpha"])
-        certificate = Certificate.of(
-            planned.lower_bound, planned.confidence, planned.feasible, planned.reason
-        )
+        cert = mechanism.coverage_certificate(n_samples, alpha)
+        certificate = Certificate.of(cert.lower_bound, cert.confidence, cert.feasible, cert.reason)
         training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
         privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
-        entry = CalibrationEntry(None, n_samples, certificate, None)
-        clauses = check_contract(self.contract, training, privacy, [entry])
-        failed = ", ".join(c.name for c in clauses if not c.satisfied)
-        configuration = configuration_of(
-            estimator,
-            n_samples,
-            checked["alpha"],
-            mechanism,
-            estimator._resolve_score(),
-            estimator.estimator,
-        )
+        score, model = estimator._resolve_score(), estimator.estimator
+        config = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
+        candidate = Candidate(index, config, training, privacy, certificate, True, "skipped", "")
+        failed = ", ".join(c.name for c in clauses_of(self.contract, candidate) if not c.satisfied)
         status, note = ("infeasible", f"fails {failed}") if failed else ("skipped", "")
-        candidate = Candidate(
-            index, configuration, training, privacy, certificate, not failed, status, note
-        )
-        return estimator, candidate
+        return estimator, replace(candidate, formally_feasible=not failed, status=status, note=note)
 
     def _screen(self) -> list[tuple[BasePrivateConformal, Candidate]]:
         """Every grid configuration with its formal status; reads no data."""
@@ -339,41 +297,28 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     def screen(self) -> tuple[Candidate, ...]:
         """Formal screening only: every configuration's certificate and status.
 
-        Reads no data and spends no privacy. Feasible, non-dominated configurations
-        have status ``"skipped"`` (not calibrated yet).
+        Reads no data, spends no privacy; kept configurations have status ``"skipped"``.
         """
         return tuple(candidate for _, candidate in self._screen())
 
-    # ------------------------------------------------------------------- fit
     def _plan(self, kept: list[Candidate], n_rows: int, has_eval: bool):
         """Which kept candidates to calibrate, on which rows (positions in a permutation)."""
         plan: list[tuple[Candidate, np.ndarray]] = []
         notes: dict[int, str] = {}
-        used = 0
-        order = sorted(
-            kept,
-            key=lambda c: (
-                c.configuration.nominal_coverage,
-                -c.calibration.epsilon,
-                -c.configuration.n_samples,
-                c.index,
-            ),
-        )
-        for candidate in order:
+        shared, used = self.calibration_split == "shared", 0
+        for candidate in sorted(kept, key=_priority):
             n = candidate.configuration.n_samples
             spend = composed_spend(
-                [c.calibration for c, _ in plan] + [candidate.calibration], "shared"
+                [*(c.calibration for c, _ in plan), candidate.calibration], "shared"
             )
-            if self.calibration_split == "disjoint" and n > n_rows - used:
-                notes[candidate.index] = f"needs {n} calibration rows, {n_rows - used} left"
-            elif self.calibration_split == "shared" and n > n_rows:
-                notes[candidate.index] = f"needs {n} calibration rows, {n_rows} given"
-            elif self.calibration_split == "shared" and (
-                spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
-            ):
+            over_budget = spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
+            if n > (n_rows if shared else n_rows - used):
+                left = f"{n_rows} given" if shared else f"{n_rows - used} left"
+                notes[candidate.index] = f"needs {n} calibration rows, {left}"
+            elif shared and over_budget:
                 notes[candidate.index] = "would exceed the calibration budget (shared rows)"
             elif not plan or has_eval:
-                start = used if self.calibration_split == "disjoint" else 0
+                start = 0 if shared else used
                 plan.append((candidate, np.arange(start, start + n)))
                 used += n
             else:
@@ -390,8 +335,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Calibration targets.
         X_eval, y_eval : array-like, default=None
-            Evaluation data the calibrated configurations are compared on; used
-            without privacy protection (public or already released data only).
+            Comparison data, used without privacy protection (public or released only).
 
         Returns
         -------
@@ -404,18 +348,15 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         kept = [c for c in candidates if c.status == "skipped"]
         if not kept:
             best = best_attempted(self.contract, candidates)
-            selection = selection_of(self.contract, candidates, self.calibration_split)
-            entry = CalibrationEntry(None, best.configuration.n_samples, best.certificate, None)
             self.card_ = ContractCard.build(
                 contract=self.contract,
                 configuration=best.configuration,
                 training_privacy=best.training,
                 calibration_privacy=best.calibration,
-                calibrations=[entry],
-                selection=selection,
+                calibrations=[_entry(best)],
+                selection=selection_of(self.contract, candidates, self.calibration_split),
             )
-            self.candidates_, self.best_index_ = selection.candidates, None
-            self.best_estimator_ = None
+            self.candidates_, self.best_index_, self.best_estimator_ = tuple(candidates), None, None
             return self
         X, y = indexable(X, y)
         n_rows = _num_samples(X)
@@ -427,21 +368,17 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 f"{smallest} rows, {n_rows} were given."
             )
         permutation = check_random_state(self.random_state).permutation(n_rows)
-        estimators = {c.index: e for e, c in screened}
-        fitted, diagnostics, owner = {}, {}, {}
+        fitted, diagnostics, owner, sizes = {}, {}, {}, {}
         for candidate, positions in plan:
-            rows = permutation[positions]
-            estimator = estimators[candidate.index].fit_calibrate(
-                _safe_indexing(X, rows), _safe_indexing(y, rows)
-            )
-            public, owner[str(candidate.index)] = split_details(estimator.calibration_)
+            i, rows = candidate.index, permutation[positions]
+            estimator = screened[i][0]
+            fitted[i] = estimator.fit_calibrate(_safe_indexing(X, rows), _safe_indexing(y, rows))
+            public, owner[str(i)] = split_details(fitted[i].calibration_)
             # X_eval is public or already released (documented), so these are public.
-            evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
-            diagnostics[candidate.index] = Diagnostics(
-                **evaluation, mechanism_details=public, candidate_index=candidate.index
-            )
-            fitted[candidate.index] = estimator
-        chosen = self._choose([c for c, _ in plan], diagnostics)
+            evaluation = {} if X_eval is None else empirical_diagnostics(fitted[i], X_eval, y_eval)
+            diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
+            sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
+        chosen = min(fitted, key=sizes.__getitem__)  # ties: the first in priority order
         # Evaluated configurations carry the guarantee their calibration actually has
         # (e.g. marked as not holding when the regressor took score bounds from data).
         recorded = [
@@ -465,24 +402,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         )
         for name in EMPIRICAL:
             setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
-        card.diagnostics.candidates = tuple(diagnostics[c.index] for c, _ in plan)
+        card.diagnostics.candidates = tuple(diagnostics.values())
         if any(owner.values()):
             card.owner_diagnostics["candidates"] = {k: v for k, v in owner.items() if v}
         self.candidates_, self.best_index_ = selection.candidates, chosen
         self.best_estimator_, self.card_ = fitted[chosen], card
         return self
 
-    def _choose(self, evaluated: list[Candidate], diagnostics: dict) -> int:
-        """Smallest mean set size (width), ties and no evaluation data by priority."""
-
-        def size(candidate: Candidate):
-            found = diagnostics[candidate.index]
-            value = found.mean_width if found.mean_width is not None else found.mean_set_size
-            return np.inf if value is None else value
-
-        return min(evaluated, key=lambda c: (size(c), evaluated.index(c))).index
-
-    # --------------------------------------------------------------- predict
     def _fitted(self):
         check_is_fitted(self, "card_")
         if self.best_estimator_ is None:

@@ -155,6 +155,10 @@ def test_not_enough_rows_is_an_error():
     federated = {"mechanism": [FedCP2QQ(epsilon=1.0, n_agents=4)], "calibration_size": [4000]}
     with pytest.raises(ValueError, match="federated"):
         _search(0.7, grid=federated).screen()
+    with pytest.raises(ValueError, match="param_grid holds no configuration"):
+        _search(0.7, grid=[]).fit(X_cal, y_cal)
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        _search(0.7, grid={"alpha": [], "calibration_size": [1000]}).fit(X_cal, y_cal)
 
 
 @pytest.mark.parametrize(

@@ -250,6 +250,8 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
                 raise ValueError(f"{name} must not be empty.")
+        if not self.param_grid:
+            raise ValueError("param_grid holds no configuration (an empty list).")
 
     def _candidate(self, index: int, params: dict) -> tuple[BasePrivateConformal, Candidate]:
         """One grid configuration with its certificate, planned guarantee and Eq. (3)."""

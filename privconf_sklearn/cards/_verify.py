@@ -1,10 +1,9 @@
 """Verify a contract card from its serialised form alone (the paper's Observation 4.1).
 
-The verifier never raises on a card and trusts nothing on it that it can recompute. It reads
-the card strictly, checks the digest and (given the issuer's public key) the signature, then
-rebuilds the formal layer from what it cannot recompute (contract, configuration, training
-privacy, releases, groups, a search's grid and statuses) and compares it field by field:
-certificates ``L(c)``, guarantees, a search's selection, Eq. (3) and the decision.
+The verifier never raises on a card and trusts nothing on it that it can recompute: it reads
+the card strictly, checks the digest and signature, rebuilds the formal layer from what cannot
+be recomputed and compares it field by field (certificates ``L(c)``, guarantees, a search's
+selection, Eq. (3), the decision).
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ __all__ = ["MECHANISMS", "Verification", "verify_card"]
 MECHANISMS: dict[str, type[QuantileMechanism]] = {
     cls.__name__: cls for cls in (DPAPS, ExponQ, FedCP2QQ, FedCPQQ, PCOQS, SplitConformal)
 }
-
-#: Relative tolerance when comparing a recomputed ``L(c)`` or privacy loss with the
-#: recorded one (another platform's libm may differ in the last bits of a logarithm).
+#: Relative tolerance for a recomputed ``L(c)`` or privacy loss (libms differ in last bits).
 RTOL = 1e-12
 
 
@@ -86,9 +83,8 @@ class Verification:
         elif self.informative is False:
             status += " (UNINFORMATIVE release: every set is the whole label set / every "
             status += "interval the whole score range)"
-        lines = [f"card verification: {status}"]
-        if self.authenticated:
-            lines.append("  signature: valid under the given public key")
+        signature = ["  signature: valid under the given public key"] if self.authenticated else []
+        lines = [f"card verification: {status}", *signature]
         for clause in self.clauses:
             mark = "ok  " if clause.satisfied else "FAIL"
             margin = "" if clause.margin is None else f"  margin {clause.margin:+.6g}"
@@ -141,19 +137,15 @@ def _certificate(recorded: Certificate, mechanism, n: int, configuration, bound=
 
 
 def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuarantee:
-    """``recorded`` if the mechanism can have given it, else ``planned``.
-
-    ``recorded`` may equal ``planned`` under its adjacency, carry it marked as not holding
-    (reason appended), or be the zero loss of a release that read no data (level unreachable).
-    """
+    """``recorded`` if the mechanism can have given it, else ``planned``."""
     if recorded.adjacency in ADJACENCIES and recorded.adjacency != planned.adjacency:
         planned = planned.under(recorded.adjacency)
     fields = ("notion", "adjacency", "epsilon", "delta", "rho")
     same = all(_close(getattr(recorded, name), getattr(planned, name)) for name in fields)
     kept = same and (recorded.holds, recorded.description) == (planned.holds, planned.description)
-    broken = released and same and not recorded.holds
+    broken = released and same and not recorded.holds  # an estimator-level assumption broke
     broken = broken and recorded.description.startswith(planned.description.strip())
-    untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta
+    untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta  # no data
     untouched = untouched and released and not reachable and recorded.holds
     return recorded if kept or broken or untouched else planned
 
@@ -161,21 +153,19 @@ def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuara
 def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     """The calibration entries with recomputed certificates (Mondrian: per group)."""
     sizes = _group_sizes(configuration.group_sizes) if configuration.mondrian else None
-    private = sizes if isinstance(sizes, PrivateGroupSizes) else None
-    declared = None if private is None else private.group_ids
+    declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
     if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
         problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
-    entries, floors = [], [0.0][:0]  # L_floor, computed once
+    entries = []
     for index, entry in enumerate(card.calibrations):
         n = entry.n_samples if configuration.mondrian else configuration.n_samples
-        informative, bound = entry.release is not None and entry.release.informative, None
-        if private is not None and n:  # (1 - beta) L_floor if informative, else 1
-            if informative and not floors:
+        release, bound = entry.release, None
+        if isinstance(sizes, PrivateGroupSizes) and n:  # (1 - beta) L_floor if informative, else 1
+            bound = 1.0
+            if release is not None and release.informative:  # L_floor is cached in mondrian
                 alpha, total = configuration.alpha, configuration.n_samples
-                floors.append(private_sizes_coverage_floor(mechanism, alpha, total))
-            bound = (1.0 - private.beta) * floors[0] if informative else 1.0
+                bound = (1.0 - sizes.beta) * private_sizes_coverage_floor(mechanism, alpha, total)
         certificate = _certificate(entry.certificate, mechanism, n, configuration, bound)
-        release = entry.release
         if release is not None and not certificate.level_reachable and release.threshold != 1.0:
             problems.append(
                 f"formal.calibrations[{index}].release: the level is unreachable, so the "
@@ -183,20 +173,6 @@ def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
             )
         entries.append(replace(entry, n_samples=n, certificate=certificate))
     return tuple(entries)
-
-
-def _calibration_privacy(card, configuration, mechanism, entries) -> PrivacyGuarantee:
-    """The guarantee of everything released, recomputed (Mondrian: composed)."""
-    recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
-    reachable = [entry.certificate.level_reachable for entry in entries]
-    if configuration.mondrian is not None:
-        sizes = _group_sizes(configuration.group_sizes)
-        adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
-        read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
-        planned = mondrian_privacy(
-            mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
-        )
-    return _privacy(recorded, planned, any(reachable), entries[0].release is not None)
 
 
 def _selection(card, registry, problems: list[str]):
@@ -207,20 +183,19 @@ def _selection(card, registry, problems: list[str]):
         return recorded, None
     candidates = []
     for index, c in enumerate(recorded.candidates):
-        mechanism = _rebuild(c.configuration.mechanism, registry)
-        conf = c.configuration
+        mechanism, conf = _rebuild(c.configuration.mechanism, registry), c.configuration
         certificate = _certificate(c.certificate, mechanism, conf.n_samples, conf)
         reachable, released = certificate.level_reachable, c.status in ("evaluated", "chosen")
         privacy = _privacy(c.calibration, mechanism.privacy_guarantee(), reachable, released)
         candidate = replace(c, index=index, calibration=privacy, certificate=certificate)
         feasible = all(clause.satisfied for clause in clauses_of(contract, candidate))
         candidates.append(replace(candidate, formally_feasible=feasible))
-    statuses, chosen = formal_statuses(candidates), False
+    statuses = formal_statuses(candidates)
     for position, c in enumerate(candidates):
         formal = statuses[c.index]  # infeasible, dominated, or kept: its recorded fate
         status = formal.split(" ")[0] if formal else (c.status if c.status in KEPT else "skipped")
-        status = "evaluated" if status == "chosen" and chosen else status
-        chosen = chosen or status == "chosen"
+        if status == "chosen" and any(d.status == "chosen" for d in candidates[:position]):
+            status = "evaluated"  # one chosen configuration
         candidates[position] = replace(c, status=status)
     reference = next((c for c in candidates if c.status == "chosen"), None)
     if reference is None and any(c.status in KEPT for c in candidates):
@@ -242,8 +217,17 @@ def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard
             privacy = reference.calibration
     mechanism = _rebuild(configuration.mechanism, registry)
     entries = _entries(card, configuration, mechanism, problems)
-    if privacy is None:
-        privacy = _calibration_privacy(card, configuration, mechanism, entries)
+    if privacy is None:  # the guarantee of everything released (Mondrian: composed)
+        recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
+        reachable = [entry.certificate.level_reachable for entry in entries]
+        if configuration.mondrian is not None:
+            sizes = _group_sizes(configuration.group_sizes)
+            adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+            read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
+            planned = mondrian_privacy(
+                mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
+            )
+        privacy = _privacy(recorded, planned, any(reachable), entries[0].release is not None)
     return ContractCard.build(
         contract=card.contract,
         configuration=configuration,
@@ -279,60 +263,24 @@ def _load(card: Any) -> ContractCard:
     return ContractCard.from_dict(card)
 
 
-def _registry(extra) -> dict[str, type]:
-    if extra is not None and not isinstance(extra, dict):
-        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
-    for name, cls in (extra or {}).items():
-        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
-            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
-    return {**MECHANISMS, **{str(name): cls for name, cls in (extra or {}).items()}}
-
-
-def _check(card: ContractCard, registry, key) -> tuple[tuple[Clause, ...], list[str]]:
-    """The recomputed clauses and every problem of a readable card."""
-    problems: list[str] = []
-    if card.compute_digest() != card.formal_sha256:
-        problems.append(
-            "formal_sha256 does not match the formal layer: the card was edited after it "
-            "was written."
-        )
-    if key is not None:
-        from ._signing import check_signature
-
-        problem = check_signature(card.signature, card.signed_payload(), key)
-        problems += [] if problem is None else [f"signature: {problem}"]
-    try:
-        expected = _expected(card, registry, problems)
-    except Exception as exc:  # a crafted card must not crash the verifier
-        return (), [*problems, f"cannot recompute the card: {exc!r}"]
-    problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
-    return expected.clauses, problems
-
-
 def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
-    """Recompute Eq. (3) and every recomputable formal field of a card.
-
-    Never raises on the card itself: an unreadable, malformed or edited card gives
-    status ``"inconsistent"`` with the problems named.
+    """Recompute Eq. (3) and every recomputable formal field of a card, never raising on it.
 
     Parameters
     ----------
     card : ContractCard, str, bytes, dict or path-like
-        The card, its JSON text, the parsed JSON (``json.loads(text)``), or a path to
-        the JSON file (a string that does not start with ``{`` is read as a path).
+        The card, its JSON text, ``json.loads`` of it, or a path (a string not starting ``{``).
     mechanisms : dict of str to type, default=None
-        Extra mechanism classes by name (for mechanisms outside
-        :mod:`privconf_sklearn.mechanisms`).
+        Extra mechanism classes by name (outside :mod:`privconf_sklearn.mechanisms`).
     public_key : Ed25519PublicKey or bytes, default=None
-        The issuer's Ed25519 public key (object, 32 raw bytes or PEM), obtained from the
-        issuer rather than from the card. Given, the card must carry a valid signature
-        by that key (``Verification.authenticated``); needs ``cryptography``.
+        The issuer's key (object, 32 raw bytes or PEM), obtained from the issuer, not the card;
+        the card must then carry a valid signature by it. Needs ``cryptography``.
 
     Returns
     -------
     Verification
-        ``status`` is ``"accepted"`` exactly when the card is consistent and the
-        recorded configuration meets the recorded contract (Observation 4.1).
+        ``"accepted"`` exactly when the card is consistent and meets its contract; an
+        unreadable, malformed or edited card is ``"inconsistent"``, its problems named.
 
     Raises
     ------
@@ -355,7 +303,13 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     >>> round(result.failed_clauses[0].margin, 6)
     -0.05
     """
-    registry = _registry(mechanisms)
+    extra = {} if mechanisms is None else mechanisms
+    if not isinstance(extra, dict):
+        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
+    for name, cls in extra.items():
+        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
+            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
+    registry = {**MECHANISMS, **{str(name): cls for name, cls in extra.items()}}
     key = None
     if public_key is not None:
         from ._signing import public_key_hex
@@ -366,15 +320,26 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     except (ValueError, OSError) as exc:
         return Verification("inconsistent", (), (f"unreadable card: {exc}",))
     try:
-        clauses, problems = _check(card, registry, key)
+        problems = []
+        if card.compute_digest() != card.formal_sha256:
+            problems.append("formal_sha256 does not match the formal layer: the card was edited.")
+        if key is not None:
+            from ._signing import check_signature
+
+            problem = check_signature(card.signature, card.signed_payload(), key)
+            problems += [] if problem is None else [f"signature: {problem}"]
+        try:
+            expected = _expected(card, registry, problems)
+            clauses = expected.clauses
+        except Exception as exc:  # a crafted card must not crash the verifier
+            clauses, problems = (), [*problems, f"cannot recompute the card: {exc!r}"]
+        else:
+            problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
     except Exception as exc:  # the verifier reports, it never crashes
         return Verification("inconsistent", (), (f"cannot verify the card: {exc!r}",))
     released = [(e.group, e.release) for e in card.calibrations if e.release is not None]
     informative = all(release.informative for _, release in released) if released else None
-    trivial = tuple(
-        group for group, release in released if group is not None and not release.informative
-    )
-    if problems:
-        return Verification("inconsistent", clauses, tuple(problems), informative, False, trivial)
+    trivial = tuple(g for g, release in released if g is not None and not release.informative)
     status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
-    return Verification(status, clauses, (), informative, key is not None, trivial)
+    status, authenticated = ("inconsistent", False) if problems else (status, key is not None)
+    return Verification(status, clauses, tuple(problems), informative, authenticated, trivial)

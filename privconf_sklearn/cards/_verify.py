@@ -1,18 +1,9 @@
 """Verify a contract card from its serialised form alone (the paper's Observation 4.1).
 
-The verifier never raises on a card and trusts nothing on it that it can recompute. It
-reads the card strictly (bounded size and nesting, no duplicate keys, every field with
-its type and range, the rules between fields), checks the digest and, given the issuer's
-public key, the signature; then it *rebuilds* the formal layer from what cannot be
-recomputed (contract, configuration, training privacy, releases, group ids and sizes, a
-search's grid and evaluated statuses) and compares it with the recorded one, field by
-field: every certificate ``L(c)`` (the mechanism rebuilt from its recorded class and
-parameters), the calibration guarantee (``privacy_guarantee()`` under the recorded
-adjacency; for Mondrian calibrations :func:`~privconf_sklearn.mondrian.mondrian_privacy`),
-a search's feasibility, dominance, counts and composed spend, every clause of Eq. (3)
-and the decision. Training privacy and the released thresholds cannot be recomputed
-without the model and the data: the digest protects them against accidental edits, a
-signature against a dishonest writer.
+The verifier never raises on a card and trusts nothing on it that it can recompute: it reads
+the card strictly, checks the digest and signature, rebuilds the formal layer from what cannot
+be recomputed and compares it field by field (certificates ``L(c)``, guarantees, a search's
+selection, Eq. (3), the decision).
 """
 
 from __future__ import annotations
@@ -36,9 +27,7 @@ __all__ = ["MECHANISMS", "Verification", "verify_card"]
 MECHANISMS: dict[str, type[QuantileMechanism]] = {
     cls.__name__: cls for cls in (DPAPS, ExponQ, FedCP2QQ, FedCPQQ, PCOQS, SplitConformal)
 }
-
-#: Relative tolerance when comparing a recomputed ``L(c)`` or privacy loss with the
-#: recorded one (another platform's libm may differ in the last bits of a logarithm).
+#: Relative tolerance for a recomputed ``L(c)`` or privacy loss (libms differ in last bits).
 RTOL = 1e-12
 
 
@@ -49,20 +38,16 @@ class Verification:
     Parameters
     ----------
     status : {"accepted", "rejected", "unchecked", "inconsistent"}
-        ``accepted``: consistent and every clause of Eq. (3) holds. ``rejected``:
-        consistent, but the contract is not met (see ``failed_clauses``).
-        ``unchecked``: consistent, no contract recorded. ``inconsistent``: unreadable,
-        malformed, edited, wrongly signed, or a recorded field differs from its
-        recomputation (see ``problems``).
+        Consistent and Eq. (3) holds; consistent, contract not met; consistent, no contract;
+        unreadable, malformed, edited, wrongly signed or differing from its recomputation.
     clauses : tuple of Clause
         Eq. (3) recomputed from the card.
     problems : tuple of str
         Every inconsistency found.
     informative : bool or None, default=None
-        Whether every release is informative (None: no release, or unreadable). An
-        accepted card with an uninformative release meets Eq. (3) with trivial sets.
+        Whether every release is informative (None: no release, or unreadable).
     authenticated : bool, default=False
-        True when a public key was given and the card's signature verified under it.
+        True when the card's signature verified under the given public key.
     uninformative_groups : tuple, default=()
         Mondrian groups whose release is uninformative.
     """
@@ -93,20 +78,18 @@ class Verification:
         """Human-readable summary: status, clauses with margins, problems."""
         status = self.status.upper()
         if self.uninformative_groups:
-            groups = ", ".join(str(group) for group in self.uninformative_groups[:10])
+            groups = ", ".join(map(str, self.uninformative_groups[:10]))
             status += f" (UNINFORMATIVE releases in groups {groups}: trivial sets / intervals)"
         elif self.informative is False:
             status += " (UNINFORMATIVE release: every set is the whole label set / every "
             status += "interval the whole score range)"
-        lines = [f"card verification: {status}"]
-        if self.authenticated:
-            lines.append("  signature: valid under the given public key")
+        signature = ["  signature: valid under the given public key"] if self.authenticated else []
+        lines = [f"card verification: {status}", *signature]
         for clause in self.clauses:
             mark = "ok  " if clause.satisfied else "FAIL"
             margin = "" if clause.margin is None else f"  margin {clause.margin:+.6g}"
             lines.append(f"  [{mark}] {clause.name}: {clause.requirement}{margin}")
-        lines.extend(f"  problem: {problem}" for problem in self.problems)
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  problem: {problem}" for problem in self.problems])
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -118,8 +101,7 @@ def _close(a: Any, b: Any) -> bool:
 
 def _rebuild(spec: ComponentSpec, registry: dict[str, type]) -> QuantileMechanism:
     """The mechanism from its class name and recorded ``get_params()``."""
-    cls = registry.get(spec.name)
-    if cls is None:
+    if spec.name not in registry:
         raise LookupError(
             f"mechanism {spec.name!r} is not a privconf_sklearn mechanism (pass "
             "mechanisms={name: class} to verify cards of other mechanisms)"
@@ -127,7 +109,7 @@ def _rebuild(spec: ComponentSpec, registry: dict[str, type]) -> QuantileMechanis
     unrepresentable = sorted(k for k, v in spec.params.items() if isinstance(v, dict))
     if unrepresentable:
         raise LookupError(f"parameters {unrepresentable} were not recorded as values")
-    return cls(**spec.params)
+    return registry[spec.name](**spec.params)
 
 
 def _group_sizes(spec) -> str | PrivateGroupSizes:
@@ -140,60 +122,50 @@ def _group_sizes(spec) -> str | PrivateGroupSizes:
     return sizes
 
 
-def _certificate(recorded: Certificate, lower_bound, confidence, reachable, reason):
-    """The recomputed certificate (the recorded numbers if equal up to :data:`RTOL`)."""
+def _certificate(recorded: Certificate, mechanism, n: int, configuration, bound=None):
+    """``L(c)`` for ``n`` rows or ``bound`` (as recorded if equal up to :data:`RTOL`)."""
+    lower_bound, confidence, reachable, reason = 1.0, 1.0, False, NO_ROWS
+    if n:
+        planned = planned_certificate(mechanism, n, configuration.alpha, configuration.agent_sizes)
+        lower_bound, confidence = planned.lower_bound, planned.confidence
+        reachable, reason = planned.feasible, planned.reason
+    if bound is not None:
+        lower_bound, confidence = bound, 1.0
     if _close(recorded.lower_bound, lower_bound) and _close(recorded.confidence, confidence):
         lower_bound, confidence = recorded.lower_bound, recorded.confidence
     return Certificate.of(lower_bound, confidence, reachable, reason)
 
 
 def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuarantee:
-    """``recorded`` if the mechanism can have given it, else the planned guarantee.
-
-    ``planned`` is restated for the recorded adjacency. A calibration may also carry it
-    marked as not holding (an estimator-level assumption broke; the description says
-    why), or, when no level was reachable, the zero loss of a release that read no data.
-    """
+    """``recorded`` if the mechanism can have given it, else ``planned``."""
     if recorded.adjacency in ADJACENCIES and recorded.adjacency != planned.adjacency:
         planned = planned.under(recorded.adjacency)
-    same = (recorded.notion, recorded.adjacency) == (planned.notion, planned.adjacency) and all(
-        _close(getattr(recorded, name), getattr(planned, name))
-        for name in ("epsilon", "delta", "rho")
-    )
-    if same and (recorded.holds, recorded.description) == (planned.holds, planned.description):
-        return recorded
-    if released and same and not recorded.holds:
-        if recorded.description.startswith(planned.description.strip()):
-            return recorded
-    untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta
-    return recorded if released and not reachable and untouched and recorded.holds else planned
+    fields = ("notion", "adjacency", "epsilon", "delta", "rho")
+    same = all(_close(getattr(recorded, name), getattr(planned, name)) for name in fields)
+    kept = same and (recorded.holds, recorded.description) == (planned.holds, planned.description)
+    broken = released and same and not recorded.holds  # an estimator-level assumption broke
+    broken = broken and recorded.description.startswith(planned.description.strip())
+    untouched = recorded.notion == "pure" and recorded.epsilon == 0.0 == recorded.delta  # no data
+    untouched = untouched and released and not reachable and recorded.holds
+    return recorded if kept or broken or untouched else planned
 
 
 def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     """The calibration entries with recomputed certificates (Mondrian: per group)."""
     sizes = _group_sizes(configuration.group_sizes) if configuration.mondrian else None
-    private = sizes if isinstance(sizes, PrivateGroupSizes) else None
-    declared = None if private is None else private.group_ids
+    declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
     if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
         problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
-    alpha, entries = configuration.alpha, []
-    floors: list[float] = []  # L_floor, computed once
+    entries = []
     for index, entry in enumerate(card.calibrations):
         n = entry.n_samples if configuration.mondrian else configuration.n_samples
-        values: tuple = (1.0, 1.0, False, NO_ROWS)
-        if n:
-            planned = planned_certificate(mechanism, n, alpha, configuration.agent_sizes)
-            values = (planned.lower_bound, planned.confidence, planned.feasible, planned.reason)
-        if private is not None and n:  # (1 - beta) L_floor if informative, else 1
-            informative = entry.release is not None and entry.release.informative
-            if informative and not floors:
-                floors.append(
-                    private_sizes_coverage_floor(mechanism, alpha, configuration.n_samples)
-                )
-            bound = (1.0 - private.beta) * floors[0] if informative else 1.0
-            values = (bound, 1.0, *values[2:])
-        certificate = _certificate(entry.certificate, *values)
-        release = entry.release
+        release, bound = entry.release, None
+        if isinstance(sizes, PrivateGroupSizes) and n:  # (1 - beta) L_floor if informative, else 1
+            bound = 1.0
+            if release is not None and release.informative:  # L_floor is cached in mondrian
+                alpha, total = configuration.alpha, configuration.n_samples
+                bound = (1.0 - sizes.beta) * private_sizes_coverage_floor(mechanism, alpha, total)
+        certificate = _certificate(entry.certificate, mechanism, n, configuration, bound)
         if release is not None and not certificate.level_reachable and release.threshold != 1.0:
             problems.append(
                 f"formal.calibrations[{index}].release: the level is unreachable, so the "
@@ -203,35 +175,18 @@ def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     return tuple(entries)
 
 
-def _calibration_privacy(card, configuration, mechanism, entries) -> PrivacyGuarantee:
-    """The guarantee of everything released, recomputed (Mondrian: composed)."""
-    recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
-    reachable = [entry.certificate.level_reachable for entry in entries]
-    if configuration.mondrian is not None:
-        sizes = _group_sizes(configuration.group_sizes)
-        adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
-        read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
-        planned = mondrian_privacy(
-            mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
-        )
-    return _privacy(recorded, planned, any(reachable), entries[0].release is not None)
-
-
 def _selection(card, registry, problems: list[str]):
     """A search's selection recomputed from its grid; and the configuration on the card."""
     contract, recorded = card.contract, card.selection
     if contract is None:
         problems.append("formal.selection: a search card must record its contract.")
         return recorded, None
-    candidates, chosen = [], False
+    candidates = []
     for index, c in enumerate(recorded.candidates):
         mechanism, conf = _rebuild(c.configuration.mechanism, registry), c.configuration
-        planned = planned_certificate(mechanism, conf.n_samples, conf.alpha, conf.agent_sizes)
-        certificate = _certificate(
-            c.certificate, planned.lower_bound, planned.confidence, planned.feasible, planned.reason
-        )
-        released = c.status in ("evaluated", "chosen")
-        privacy = _privacy(c.calibration, mechanism.privacy_guarantee(), planned.feasible, released)
+        certificate = _certificate(c.certificate, mechanism, conf.n_samples, conf)
+        reachable, released = certificate.level_reachable, c.status in ("evaluated", "chosen")
+        privacy = _privacy(c.calibration, mechanism.privacy_guarantee(), reachable, released)
         candidate = replace(c, index=index, calibration=privacy, certificate=certificate)
         feasible = all(clause.satisfied for clause in clauses_of(contract, candidate))
         candidates.append(replace(candidate, formally_feasible=feasible))
@@ -239,15 +194,15 @@ def _selection(card, registry, problems: list[str]):
     for position, c in enumerate(candidates):
         formal = statuses[c.index]  # infeasible, dominated, or kept: its recorded fate
         status = formal.split(" ")[0] if formal else (c.status if c.status in KEPT else "skipped")
-        status = "evaluated" if status == "chosen" and chosen else status
-        chosen = chosen or status == "chosen"
+        if status == "chosen" and any(d.status == "chosen" for d in candidates[:position]):
+            status = "evaluated"  # one chosen configuration
         candidates[position] = replace(c, status=status)
-    selection = selection_of(contract, candidates, recorded.calibration_split)
     reference = next((c for c in candidates if c.status == "chosen"), None)
     if reference is None and any(c.status in KEPT for c in candidates):
         problems.append("formal.selection: a configuration is feasible, but none was chosen.")
     if (reference is None) != (card.calibrations[0].release is None):
         problems.append("formal.calibrations: a search card records a release iff one was chosen.")
+    selection = selection_of(contract, candidates, recorded.calibration_split)
     return selection, reference or (best_attempted(contract, candidates) if candidates else None)
 
 
@@ -262,8 +217,17 @@ def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard
             privacy = reference.calibration
     mechanism = _rebuild(configuration.mechanism, registry)
     entries = _entries(card, configuration, mechanism, problems)
-    if privacy is None:
-        privacy = _calibration_privacy(card, configuration, mechanism, entries)
+    if privacy is None:  # the guarantee of everything released (Mondrian: composed)
+        recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
+        reachable = [entry.certificate.level_reachable for entry in entries]
+        if configuration.mondrian is not None:
+            sizes = _group_sizes(configuration.group_sizes)
+            adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+            read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
+            planned = mondrian_privacy(
+                mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
+            )
+        privacy = _privacy(recorded, planned, any(reachable), entries[0].release is not None)
     return ContractCard.build(
         contract=card.contract,
         configuration=configuration,
@@ -275,101 +239,48 @@ def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard
 
 
 def _differences(recorded: Any, expected: Any, path: str) -> list[str]:
-    """Every path at which two plain values differ."""
-    if (
-        isinstance(recorded, dict)
-        and isinstance(expected, dict)
-        and recorded.keys() == expected.keys()
-    ):
-        return [
-            p
-            for key in recorded
-            for p in _differences(recorded[key], expected[key], f"{path}.{key}")
-        ]
-    if isinstance(recorded, list) and isinstance(expected, list) and len(recorded) == len(expected):
-        pairs = enumerate(zip(recorded, expected, strict=True))
-        return [p for i, (a, b) in pairs for p in _differences(a, b, f"{path}[{i}]")]
-    if type(recorded) is type(expected) and recorded == expected:
+    """Every path at which two plain values (recorded, recomputed) differ."""
+    pair = (recorded, expected)
+    if all(isinstance(v, dict) for v in pair) and recorded.keys() == expected.keys():
+        children = [(recorded[key], expected[key], f"{path}.{key}") for key in recorded]
+    elif all(isinstance(v, list) for v in pair) and len(recorded) == len(expected):
+        children = [(*p, f"{path}[{i}]") for i, p in enumerate(zip(*pair, strict=True))]
+    elif type(recorded) is type(expected) and recorded == expected:
         return []
-    return [f"{path}: recorded {_short(recorded)}, recomputed {_short(expected)}."]
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    else:
+        shown = [text if len(text) <= 80 else text[:77] + "..." for text in map(repr, pair)]
+        return [f"{path}: recorded {shown[0]}, recomputed {shown[1]}."]
+    return [problem for child in children for problem in _differences(*child)]
 
 
 def _load(card: Any) -> ContractCard:
     if isinstance(card, ContractCard):
         return card
-    if isinstance(card, os.PathLike) or (
-        isinstance(card, str) and not card.lstrip().startswith("{")
-    ):
+    if isinstance(card, os.PathLike) or (isinstance(card, str) and card.lstrip()[:1] != "{"):
         return ContractCard.load(card)  # a card's JSON text is an object: others name files
     if isinstance(card, str | bytes):
         return ContractCard.from_json(card)
     return ContractCard.from_dict(card)
 
 
-def _registry(extra) -> dict[str, type]:
-    registry = dict(MECHANISMS)
-    if extra is None:
-        return registry
-    if not isinstance(extra, dict):
-        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
-    for name, cls in extra.items():
-        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
-            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
-        registry[str(name)] = cls
-    return registry
-
-
-def _check(card: ContractCard, registry, key) -> tuple[tuple[Clause, ...], list[str]]:
-    """The recomputed clauses and every problem of a readable card."""
-    problems: list[str] = []
-    if card.compute_digest() != card.formal_sha256:
-        problems.append(
-            "formal_sha256 does not match the formal layer: the card was edited after it "
-            "was written."
-        )
-    if key is not None:
-        from ._signing import check_signature
-
-        problem = check_signature(card.signature, card.signed_payload(), key)
-        if problem is not None:
-            problems.append(f"signature: {problem}")
-    try:
-        expected = _expected(card, registry, problems)
-    except Exception as exc:  # a crafted card must not crash the verifier
-        return (), [*problems, f"cannot recompute the card: {exc!r}"]
-    problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
-    return expected.clauses, problems
-
-
 def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
-    """Recompute Eq. (3) and every recomputable formal field of a card.
-
-    Never raises on the card itself: an unreadable, malformed or edited card gives
-    status ``"inconsistent"`` with the problems named.
+    """Recompute Eq. (3) and every recomputable formal field of a card, never raising on it.
 
     Parameters
     ----------
     card : ContractCard, str, bytes, dict or path-like
-        The card, its JSON text, the parsed JSON (``json.loads(text)``), or a path to
-        the JSON file (a string that does not start with ``{`` is read as a path).
+        The card, its JSON text, ``json.loads`` of it, or a path (a string not starting ``{``).
     mechanisms : dict of str to type, default=None
-        Extra mechanism classes by name (for mechanisms outside
-        :mod:`privconf_sklearn.mechanisms`).
+        Extra mechanism classes by name (outside :mod:`privconf_sklearn.mechanisms`).
     public_key : Ed25519PublicKey or bytes, default=None
-        The issuer's Ed25519 public key (object, 32 raw bytes or PEM), obtained from the
-        issuer rather than from the card. Given, the card must carry a valid signature
-        by that key (``Verification.authenticated``); needs ``cryptography``.
+        The issuer's key (object, 32 raw bytes or PEM), obtained from the issuer, not the card;
+        the card must then carry a valid signature by it. Needs ``cryptography``.
 
     Returns
     -------
     Verification
-        ``status`` is ``"accepted"`` exactly when the card is consistent and the
-        recorded configuration meets the recorded contract (Observation 4.1).
+        ``"accepted"`` exactly when the card is consistent and meets its contract; an
+        unreadable, malformed or edited card is ``"inconsistent"``, its problems named.
 
     Raises
     ------
@@ -392,7 +303,13 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     >>> round(result.failed_clauses[0].margin, 6)
     -0.05
     """
-    registry = _registry(mechanisms)
+    extra = {} if mechanisms is None else mechanisms
+    if not isinstance(extra, dict):
+        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
+    for name, cls in extra.items():
+        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
+            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
+    registry = {**MECHANISMS, **{str(name): cls for name, cls in extra.items()}}
     key = None
     if public_key is not None:
         from ._signing import public_key_hex
@@ -403,16 +320,26 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     except (ValueError, OSError) as exc:
         return Verification("inconsistent", (), (f"unreadable card: {exc}",))
     try:
-        clauses, problems = _check(card, registry, key)
+        problems = []
+        if card.compute_digest() != card.formal_sha256:
+            problems.append("formal_sha256 does not match the formal layer: the card was edited.")
+        if key is not None:
+            from ._signing import check_signature
+
+            problem = check_signature(card.signature, card.signed_payload(), key)
+            problems += [] if problem is None else [f"signature: {problem}"]
+        try:
+            expected = _expected(card, registry, problems)
+            clauses = expected.clauses
+        except Exception as exc:  # a crafted card must not crash the verifier
+            clauses, problems = (), [*problems, f"cannot recompute the card: {exc!r}"]
+        else:
+            problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
     except Exception as exc:  # the verifier reports, it never crashes
         return Verification("inconsistent", (), (f"cannot verify the card: {exc!r}",))
-    releases = [entry.release for entry in card.calibrations if entry.release is not None]
-    informative = all(r.informative for r in releases) if releases else None
-    trivial = tuple(
-        e.group for e in card.calibrations if e.group is not None and e.release is not None
-        and not e.release.informative
-    )  # fmt: skip
-    if problems:
-        return Verification("inconsistent", clauses, tuple(problems), informative, False, trivial)
+    released = [(e.group, e.release) for e in card.calibrations if e.release is not None]
+    informative = all(release.informative for _, release in released) if released else None
+    trivial = tuple(g for g, release in released if g is not None and not release.informative)
     status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
-    return Verification(status, clauses, (), informative, key is not None, trivial)
+    status, authenticated = ("inconsistent", False) if problems else (status, key is not None)
+    return Verification(status, clauses, tuple(problems), informative, authenticated, trivial)

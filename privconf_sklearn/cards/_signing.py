@@ -8,20 +8,25 @@ from __future__ import annotations
 from ._codec import canonical_bytes
 from ._records import Signature
 
-try:  # this module is imported only to sign a card or to check a signature
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric import ed25519
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "Signing cards needs the 'cryptography' package: pip install 'privconf_sklearn[sign]'."
-    ) from exc
-
 __all__ = ["check_signature", "public_key_hex", "sign_payload"]
+
+
+def _ed25519():
+    """``cryptography``'s Ed25519 module, imported on first use (an optional extra)."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "Signing cards needs the 'cryptography' package: pip install 'privconf_sklearn[sign]'."
+        ) from exc
+    return ed25519
 
 
 def public_key_hex(public_key) -> str:
     """An Ed25519PublicKey, its 32 raw bytes or its PEM encoding as 64 hex digits."""
+    ed25519 = _ed25519()
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
     if isinstance(public_key, bytes) and len(public_key) == 32:
         return public_key.hex()
     if isinstance(public_key, bytes | str):
@@ -40,6 +45,7 @@ def public_key_hex(public_key) -> str:
 
 def sign_payload(payload: object, private_key) -> Signature:
     """Sign :func:`~._codec.canonical_bytes` of ``payload`` with an Ed25519 private key."""
+    ed25519 = _ed25519()
     if not isinstance(private_key, ed25519.Ed25519PrivateKey):
         kind = type(private_key).__name__
         raise TypeError(f"private_key must be an Ed25519PrivateKey; got {kind}.")
@@ -54,7 +60,9 @@ def check_signature(signature: Signature | None, payload: object, expected: str)
     if signature.public_key != expected:
         given = f"not by the given key {expected[:16]}...."
         return f"the card is signed by key {signature.public_key[:16]}..., {given}"
-    key = ed25519.Ed25519PublicKey.from_public_bytes(bytes.fromhex(expected))
+    from cryptography.exceptions import InvalidSignature
+
+    key = _ed25519().Ed25519PublicKey.from_public_bytes(bytes.fromhex(expected))
     try:
         key.verify(bytes.fromhex(signature.value), canonical_bytes(payload))
     except InvalidSignature:

@@ -6,7 +6,7 @@ coverage guarantee and a stated privacy guarantee for the calibration set.
 """
 
 from ._diffprivlib import import_diffprivlib, prepare_diffprivlib
-from .cards import CertificateAwareSearch, Contract, ContractCard, verify_card
+from .cards import Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import (
     Calibration,
@@ -14,6 +14,7 @@ from .mechanisms import (
     PrivacyGuarantee,
     UninformativeCalibrationWarning,
 )
+from .model_selection import CertificateAwareSearch
 from .regression import (
     PrivacyLeakWarning,
     PrivateConformalRegressor,

@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "applications",
         (
             "privconf_sklearn",  # the package's __init__: the public names
+            "privconf_sklearn.model_selection",  # the certificate-aware search
             "privconf_sklearn.federated",
             "privconf_sklearn.dask",
             "privconf_sklearn.__main__",

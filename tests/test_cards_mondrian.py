@@ -15,8 +15,9 @@ import pytest
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
-from privconf_sklearn.cards import CertificateAwareSearch, Contract, ContractCard, verify_card
+from privconf_sklearn.cards import Contract, ContractCard, verify_card
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, ExponQ, SplitConformal
+from privconf_sklearn.model_selection import CertificateAwareSearch
 from privconf_sklearn.mondrian import PrivateGroupSizes
 
 CONTRACT = Contract(0.85, max_epsilon_train=float("inf"), max_epsilon_cal=2.0, beta=1e-3)

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from privconf_sklearn import PrivateConformalClassifier
-from privconf_sklearn.cards import CertificateAwareSearch, Contract, verify_card
+from privconf_sklearn.cards import Contract, verify_card
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import (
     DPAPS,
@@ -23,6 +23,7 @@ from privconf_sklearn.mechanisms import (
     QuantileMechanism,
     UninformativeCalibrationWarning,
 )
+from privconf_sklearn.model_selection import CertificateAwareSearch
 
 from ._stats import binomial_upper_limit
 

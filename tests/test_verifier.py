@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from sklearn.dummy import DummyRegressor
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
-from privconf_sklearn.cards import CertificateAwareSearch, Contract, ContractCard, verify_card
+from privconf_sklearn.cards import Contract, ContractCard, verify_card
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import DPAPS, ExponQ, SplitConformal
+from privconf_sklearn.model_selection import CertificateAwareSearch
 
 CONTRACT = Contract(0.7, max_epsilon_train=2.0, max_epsilon_cal=4.0, beta=1e-3)
 

@@ -11,8 +11,9 @@ After "Contract Cards for Auditable Private Conformal Prediction" (2026):
   request.
 - :func:`verify_card`: rebuild the formal layer from a serialised card alone and
   compare (Observation 4.1); never raises on a card.
-- :class:`CertificateAwareSearch`: formal screening first, calibration only for the
-  admissible, non-dominated configurations (Sec. 4, Table 2).
+- The selection rules of :class:`~privconf_sklearn.model_selection.CertificateAwareSearch`
+  (formal screening first, calibration only for the admissible, non-dominated
+  configurations; Sec. 4, Table 2), which the verifier recomputes.
 """
 
 from .._base import register_card_builder
@@ -31,7 +32,6 @@ from ._records import (
     Signature,
     TrainingPrivacy,
 )
-from ._search import CertificateAwareSearch
 from ._verify import MECHANISMS, Verification, verify_card
 
 register_card_builder(ContractCard.from_estimator)
@@ -45,7 +45,6 @@ __all__ = [
     "Candidate",
     "CardFormatError",
     "Certificate",
-    "CertificateAwareSearch",
     "Clause",
     "ComponentSpec",
     "Configuration",

@@ -274,7 +274,7 @@ class ContractCard(Record):
 
     Build cards with :meth:`from_estimator` (or the estimators' ``card_``),
     :meth:`from_calibration`, :meth:`for_configuration` or a
-    :class:`~privconf_sklearn.cards.CertificateAwareSearch`; read them with
+    :class:`~privconf_sklearn.model_selection.CertificateAwareSearch`; read them with
     :meth:`from_json`; check them with :func:`~privconf_sklearn.cards.verify_card`.
     Every field is checked when a card is built.
 
@@ -559,7 +559,7 @@ class ContractCard(Record):
         delta_train : float or None, default=None
             Training delta (None: from diffprivlib, 0 for its pure-DP models).
         selection : Selection or None, default=None
-            Set by :class:`~privconf_sklearn.cards.CertificateAwareSearch`.
+            Set by :class:`~privconf_sklearn.model_selection.CertificateAwareSearch`.
 
         Returns
         -------

@@ -19,7 +19,7 @@ from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._card import NO_ROWS, ContractCard, planned_certificate
 from ._contract import Clause
 from ._records import Certificate, ComponentSpec
-from ._search import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
+from ._selection import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
 
 __all__ = ["MECHANISMS", "Verification", "verify_card"]
 

@@ -1,10 +1,12 @@
-"""Certificate-aware search over private conformal configurations (contract-cards paper, Sec. 4).
+"""Certificate-aware search over private conformal configurations.
 
-:class:`CertificateAwareSearch` screens a grid formally (Eq. (3) on every configuration's
-certificate and planned guarantee: public ``n``, ``alpha`` and mechanism parameters, no
-data read), drops dominated configurations and calibrates only the others. The rules it
-applies are the cards' (``privconf_sklearn.cards._selection``), so the verifier recomputes
-every status on the card it issues.
+After "Contract Cards for Auditable Private Conformal Prediction" (2026), Sec. 4 and
+Table 2: :class:`CertificateAwareSearch` screens a grid formally (Eq. (3) on every
+configuration's certificate and planned guarantee: public ``n``, ``alpha`` and mechanism
+parameters, no data read), drops dominated configurations and calibrates only the others.
+Its screening, dominance and evaluation-order rules are the ones
+:func:`~privconf_sklearn.cards.verify_card` recomputes on the card it issues (their
+statement is on the card, ``card_.selection.rule``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .cards._selection import (
     candidate_entry,
     clauses_of,
     composed_spend,
+    evaluation_priority,
     formal_statuses,
     selection_of,
 )
@@ -35,10 +38,26 @@ from .cards._training import check_stated, training_privacy
 __all__ = ["CertificateAwareSearch"]
 
 
-def _priority(c: Candidate) -> tuple:
-    """Evaluation order: nominal coverage up, then epsilon_cal and calibration size down."""
-    n = c.configuration.n_samples
-    return c.configuration.nominal_coverage, -c.calibration.epsilon, -n, c.index
+def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
+    """Read ``(X_eval, y_eval)`` as the comparison will, before any privacy is spent.
+
+    Lengths, labels or targets and the features each model must accept: a comparison
+    that failed after the calibrations would have spent their budget for nothing.
+    """
+    n, n_y = _num_samples(X_eval), _num_samples(y_eval)
+    if n != n_y or n == 0:
+        raise ValueError(
+            f"CertificateAwareSearch: X_eval has {n} rows and y_eval {n_y}; they must match "
+            "and be non-empty (checked before any calibration spends privacy)."
+        )
+    for estimator in estimators:
+        model, score = estimator.estimator, estimator._resolve_score()
+        try:
+            estimator._encode_targets(y_eval, model)
+            score.estimator_outputs(model, X_eval)
+        except (TypeError, ValueError) as exc:
+            message = f"CertificateAwareSearch: X_eval, y_eval cannot be compared on: {exc}"
+            raise type(exc)(message) from exc
 
 
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
@@ -134,21 +153,25 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         check_stated(self.epsilon_train, self.delta_train)
         if not self.estimator.prefit:
             raise ValueError(
-                "estimator must have prefit=True: the search compares calibrations of one "
-                "fixed model (fit the model first; its training privacy is eps_train)."
+                "CertificateAwareSearch: estimator must have prefit=True: the search "
+                "compares calibrations of one fixed model (fit the model first; its "
+                "training privacy is eps_train)."
             )
         name = "param_grid['calibration_size']"
         for grid in self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]:
             if not isinstance(grid, dict) or "calibration_size" not in grid:
                 raise ValueError(
-                    "param_grid must be a dict (or list of dicts) with a 'calibration_size' "
-                    "entry: the certificates depend on the calibration size n."
+                    "CertificateAwareSearch: param_grid must be a dict (or list of dicts) "
+                    "with a 'calibration_size' entry: the certificates depend on the "
+                    "calibration size n."
                 )
             validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
-                raise ValueError(f"{name} must not be empty.")
+                raise ValueError(f"CertificateAwareSearch: {name} must not be empty.")
         if not self.param_grid:
-            raise ValueError("param_grid holds no configuration (an empty list).")
+            raise ValueError(
+                "CertificateAwareSearch: param_grid holds no configuration (an empty list)."
+            )
 
     def _candidate(self, index: int, params: dict) -> tuple[BasePrivateConformal, Candidate]:
         """One grid configuration with its certificate, planned guarantee and Eq. (3)."""
@@ -205,7 +228,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         plan: list[tuple[Candidate, np.ndarray]] = []
         notes: dict[int, str] = {}
         shared, used = self.calibration_split == "shared", 0
-        for candidate in sorted(kept, key=_priority):
+        for candidate in sorted(kept, key=evaluation_priority):
             n = candidate.configuration.n_samples
             spend = composed_spend(
                 [*(c.calibration for c, _ in plan), candidate.calibration], "shared"
@@ -241,7 +264,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self : object
         """
         if (X_eval is None) != (y_eval is None):
-            raise ValueError("X_eval and y_eval must be given together.")
+            raise ValueError("CertificateAwareSearch: X_eval and y_eval must be given together.")
         screened = self._screen()
         candidates = [c for _, c in screened]
         kept = [c for c in candidates if c.status == "skipped"]
@@ -266,6 +289,8 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 f"Not enough calibration rows: the smallest admissible configuration needs "
                 f"{smallest} rows, {n_rows} were given."
             )
+        if X_eval is not None:
+            _check_evaluation_data([screened[c.index][0] for c, _ in plan], X_eval, y_eval)
         permutation = check_random_state(self.random_state).permutation(n_rows)
         fitted, diagnostics, owner, sizes = {}, {}, {}, {}
         for candidate, positions in plan:

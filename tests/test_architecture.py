@@ -63,6 +63,7 @@ FORBIDDEN = [
     ("privconf_sklearn._base", "privconf_sklearn.cards"),
     ("privconf_sklearn.classification", "privconf_sklearn.cards"),
     ("privconf_sklearn.regression", "privconf_sklearn.cards"),
+    ("privconf_sklearn.cards", "privconf_sklearn.model_selection"),
     ("privconf_sklearn.mechanisms", "privconf_sklearn.federated"),
     ("privconf_sklearn.metrics", "privconf_sklearn.classification"),
     ("privconf_sklearn.metrics", "privconf_sklearn.regression"),

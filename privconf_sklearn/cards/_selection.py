@@ -17,10 +17,12 @@ from ._contract import Contract, check_contract
 from ._records import CalibrationEntry, Candidate, Selection
 
 __all__ = [
+    "KEPT",
     "best_attempted",
     "candidate_entry",
     "clauses_of",
     "composed_spend",
+    "evaluation_priority",
     "formal_statuses",
     "selection_of",
 ]
@@ -126,4 +128,18 @@ def selection_of(contract: Contract, candidates, split: str) -> Selection:
         spent_epsilon_cal=float(spent[0]),
         spent_delta_cal=float(spent[1]),
         candidates=tuple(candidates),
+    )
+
+
+def evaluation_priority(candidate: Candidate) -> tuple:
+    """The evaluation order :data:`DOMINANCE_RULE` states (a sort key).
+
+    Nominal coverage up, then ``epsilon_cal`` and calibration size down, then grid order.
+    """
+    configuration = candidate.configuration
+    return (
+        configuration.nominal_coverage,
+        -candidate.calibration.epsilon,
+        -configuration.n_samples,
+        candidate.index,
     )

@@ -163,6 +163,28 @@ def test_not_enough_rows_is_an_error():
 
 
 @pytest.mark.parametrize(
+    ("cut", "match"),
+    [
+        (lambda X, y: (X, y[:10]), "X_eval has 3000 rows and y_eval 10"),
+        (lambda X, y: (X[:0], y[:0]), "X_eval has 0 rows"),
+        (lambda X, y: (X[:, :1], y), "feature"),  # the model was fitted on 2 features
+        (lambda X, y: (X, y + 5), r"y_eval cannot be compared on: y contains labels .* \[6, 5\]"),
+    ],
+)
+def test_bad_evaluation_data_is_refused_before_any_privacy_is_spent(
+    cut, match, count_calibrations
+):
+    _, X_cal, y_cal, X_eval, y_eval = _data()
+    ledger = BudgetAccountant()
+    search = _search(0.7)
+    search.estimator.set_params(accountant=ledger)
+    with pytest.raises(ValueError, match=match):
+        search.fit(X_cal, y_cal, X_eval=cut(X_eval, y_eval)[0], y_eval=cut(X_eval, y_eval)[1])
+    assert count_calibrations == [] and ledger.spent_budget == []
+    assert not hasattr(search, "card_")
+
+
+@pytest.mark.parametrize(
     ("target", "max_epsilon_cal", "failed"), [(0.9, 8.0, "coverage"), (0.7, 1.0, "epsilon_cal")]
 )
 def test_infeasible_contract_gives_an_infeasibility_card(

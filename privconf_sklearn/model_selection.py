@@ -150,7 +150,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
 
     def _check_params(self) -> None:
         validate_params(self, self._parameter_constraints)
-        check_stated(self.epsilon_train, self.delta_train)
+        check_stated(self.epsilon_train, self.delta_train, type(self).__name__)
         if not self.estimator.prefit:
             raise ValueError(
                 "CertificateAwareSearch: estimator must have prefit=True: the search "

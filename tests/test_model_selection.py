@@ -156,6 +156,8 @@ def test_not_enough_rows_is_an_error():
     federated = {"mechanism": [FedCP2QQ(epsilon=1.0, n_agents=4)], "calibration_size": [4000]}
     with pytest.raises(ValueError, match="federated"):
         _search(0.7, grid=federated).screen()
+    with pytest.raises(TypeError, match="CertificateAwareSearch: epsilon_train must be"):
+        _search(0.7, epsilon_train=True).screen()
     with pytest.raises(ValueError, match="param_grid holds no configuration"):
         _search(0.7, grid=[]).fit(X_cal, y_cal)
     with pytest.raises(ValueError, match="non-empty sequence"):
@@ -171,9 +173,7 @@ def test_not_enough_rows_is_an_error():
         (lambda X, y: (X, y + 5), r"y_eval cannot be compared on: y contains labels .* \[6, 5\]"),
     ],
 )
-def test_bad_evaluation_data_is_refused_before_any_privacy_is_spent(
-    cut, match, count_calibrations
-):
+def test_bad_evaluation_data_is_refused_before_any_privacy_is_spent(cut, match, count_calibrations):
     _, X_cal, y_cal, X_eval, y_eval = _data()
     ledger = BudgetAccountant()
     search = _search(0.7)

@@ -39,11 +39,13 @@ def describe_estimator(estimator) -> str:
     return f"{type(estimator).__module__}.{type(estimator).__qualname__}"
 
 
-def check_stated(epsilon_train, delta_train) -> tuple[float | None, float | None]:
+def check_stated(
+    epsilon_train, delta_train, owner: str = "ContractCard"
+) -> tuple[float | None, float | None]:
     """A stated training budget: epsilon >= 0 (inf allowed) and delta in [0, 1], or None."""
     stated = {"epsilon_train": epsilon_train, "delta_train": delta_train}
     constraints = {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)}
-    checked = validate_params("ContractCard", constraints, stated)
+    checked = validate_params(owner, constraints, stated)
     return checked["epsilon_train"], checked["delta_train"]
 
 

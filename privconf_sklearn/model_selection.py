@@ -20,6 +20,7 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._base import BasePrivateConformal
+from ._ledger import resolve_ledger, spend
 from ._validation import InstanceOf, Options, validate_params
 from .cards import Contract, ContractCard
 from .cards._card import configuration_of, empirical_diagnostics, split_details
@@ -28,6 +29,7 @@ from .cards._selection import (
     best_attempted,
     candidate_entry,
     clauses_of,
+    compose,
     composed_spend,
     evaluation_priority,
     formal_statuses,
@@ -60,6 +62,21 @@ def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
             raise type(exc)(message) from exc
 
 
+class _FinalistLedger:
+    """The ledger a finalist calibrates on: the search records the composed spend instead.
+
+    The user's ledger is checked for the composed spend of every finalist before any
+    data is read, and charged it once after the calibrations (a finalist spending on it
+    directly would be charged the sum, also on disjoint rows).
+    """
+
+    def check(self, epsilon: float, delta: float) -> None:
+        """Accept: the search checked the composed spend on the user's ledger."""
+
+    def spend(self, epsilon: float, delta: float) -> None:
+        """Record nothing: the search records the composed spend."""
+
+
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """Choose a configuration that meets a contract, spending privacy only on finalists.
 
@@ -70,8 +87,10 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     (without it, only the first in priority order is calibrated). On disjoint rows the
     search costs the largest ``epsilon_cal`` evaluated (parallel composition), on shared
     rows the sum, and it evaluates only what the contract's budget allows; the card's
-    ``epsilon_cal`` clause is checked against this cost. An infeasible contract gives an
-    infeasibility card (best attempted configuration, negative margins), not an error.
+    ``epsilon_cal`` clause is checked against this cost, and the estimator's ledger
+    (``accountant``) is checked for it before any data is read and charged it once. An
+    infeasible contract gives an infeasibility card (best attempted configuration,
+    negative margins), not an error.
 
     Parameters
     ----------
@@ -165,6 +184,12 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "with a 'calibration_size' entry: the certificates depend on the "
                     "calibration size n."
                 )
+            if "accountant" in grid:
+                raise ValueError(
+                    "CertificateAwareSearch: param_grid must not set 'accountant': the "
+                    "search charges the composed spend of its calibrations to the "
+                    "estimator's one ledger."
+                )
             validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
             if not grid["calibration_size"]:
                 raise ValueError(f"CertificateAwareSearch: {name} must not be empty.")
@@ -247,6 +272,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 notes[candidate.index] = "not calibrated: no evaluation data to compare it on"
         return plan, notes
 
+    def _check_budget(self, finalists: list[Candidate]):
+        """The user's ledger, checked for the finalists' composed spend (no data read)."""
+        planned = [c.calibration.accountant_spend() for c in finalists]
+        ledger = resolve_ledger(self.estimator.accountant)
+        ledger.check(*compose(planned, self.calibration_split))
+        return ledger
+
     def fit(self, X, y, *, X_eval=None, y_eval=None):
         """Screen formally, then calibrate and compare only the kept configurations.
 
@@ -291,15 +323,26 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
         if X_eval is not None:
             _check_evaluation_data([screened[c.index][0] for c, _ in plan], X_eval, y_eval)
+        ledger = self._check_budget([c for c, _ in plan])
         permutation = check_random_state(self.random_state).permutation(n_rows)
-        fitted, diagnostics, owner, sizes = {}, {}, {}, {}
-        for candidate, positions in plan:
-            i, rows = candidate.index, permutation[positions]
-            estimator = screened[i][0]
-            fitted[i] = estimator.fit_calibrate(_safe_indexing(X, rows), _safe_indexing(y, rows))
-            public, owner[str(i)] = split_details(fitted[i].calibration_)
+        fitted: dict[int, BasePrivateConformal] = {}
+        try:
+            for candidate, positions in plan:
+                i, rows = candidate.index, permutation[positions]
+                finalist = screened[i][0].set_params(accountant=_FinalistLedger())
+                fitted[i] = finalist.fit_calibrate(
+                    _safe_indexing(X, rows), _safe_indexing(y, rows)
+                ).set_params(accountant=self.estimator.accountant)
+        finally:  # what was calibrated is charged, also when a later calibration fails
+            releases = [f.calibration_.privacy.accountant_spend() for f in fitted.values()]
+            spent = compose(releases, self.calibration_split)
+            if spent[0] > 0 or spent[1] > 0:
+                spend(ledger, *spent)
+        diagnostics, owner, sizes = {}, {}, {}
+        for i, estimator in fitted.items():
+            public, owner[str(i)] = split_details(estimator.calibration_)
             # X_eval is public or already released (documented), so these are public.
-            evaluation = {} if X_eval is None else empirical_diagnostics(fitted[i], X_eval, y_eval)
+            evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
             diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
             sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
         chosen = min(fitted, key=sizes.__getitem__)  # ties: the first in priority order

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from diffprivlib.accountant import BudgetAccountant
 from diffprivlib.models import GaussianNB
+from diffprivlib.utils import BudgetError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -136,6 +137,46 @@ def test_shared_rows_compose_and_stop_at_the_budget(count_calibrations):
     assert wider.card_.selection.n_evaluated == 2
     assert wider.card_.selection.spent_epsilon_cal == 16.0
     assert wider.card_.clauses[5].value == 16.0  # the composed cost, not the chosen one's
+
+
+@pytest.mark.parametrize(
+    ("split", "max_epsilon_cal", "n_evaluated", "charged"),
+    [("disjoint", 8.0, 3, 8.0), ("shared", 16.0, 2, 16.0)],
+)
+def test_the_ledger_is_charged_the_composed_spend_once(
+    split, max_epsilon_cal, n_evaluated, charged, count_calibrations
+):
+    """Disjoint rows: the maximum (parallel composition), once; shared rows: the sum."""
+    _, X_cal, y_cal, X_eval, y_eval = _data()
+    ledger = BudgetAccountant(epsilon=charged)  # exactly the composed spend
+    search = _search(0.7, max_epsilon_cal=max_epsilon_cal, calibration_split=split)
+    search.estimator.set_params(accountant=ledger)
+    search.fit(X_cal, y_cal, X_eval=X_eval, y_eval=y_eval)
+    selection = search.card_.selection
+    assert selection.n_evaluated == len(count_calibrations) == n_evaluated
+    assert ledger.spent_budget == [(selection.spent_epsilon_cal, 0.0)] == [(charged, 0.0)]
+    assert search.best_estimator_.accountant is ledger  # later refits spend on it
+
+
+def test_a_ledger_short_of_the_composed_spend_refuses_before_any_calibration(
+    count_calibrations,
+):
+    _, X_cal, y_cal, X_eval, y_eval = _data()
+    ledger = BudgetAccountant(epsilon=16.0)
+    ledger.spend(10.0, 0.0)  # 6 left; the disjoint search composes to 8
+    search = _search(0.7)
+    search.estimator.set_params(accountant=ledger)
+    with pytest.raises(BudgetError):
+        search.fit(X_cal, y_cal, X_eval=X_eval, y_eval=y_eval)
+    assert count_calibrations == [] and ledger.spent_budget == [(10.0, 0.0)]
+    assert not hasattr(search, "card_")
+
+
+def test_param_grid_may_not_vary_the_ledger():
+    _, X_cal, y_cal, _, _ = _data()
+    grid = {**TABLE2_GRID, "accountant": [BudgetAccountant(), BudgetAccountant()]}
+    with pytest.raises(ValueError, match="must not set 'accountant'"):
+        _search(0.7, grid=grid).fit(X_cal, y_cal)
 
 
 def test_without_evaluation_data_only_one_configuration_spends(count_calibrations):

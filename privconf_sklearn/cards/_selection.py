@@ -21,6 +21,7 @@ __all__ = [
     "best_attempted",
     "candidate_entry",
     "clauses_of",
+    "compose",
     "composed_spend",
     "evaluation_priority",
     "formal_statuses",
@@ -104,8 +105,13 @@ def composed_spend(guarantees, split: str) -> tuple[float, float]:
     ``"disjoint"`` rows: parallel composition, the maxima; ``"shared"``: basic sequential
     composition, the sums (Dwork & Roth 2014, Thm. 3.16). One not holding is ``(inf, 1)``.
     """
-    epsilons = [g.epsilon if g.holds else math.inf for g in guarantees]
-    deltas = [g.delta if g.holds else 1.0 for g in guarantees]
+    spends = [(g.epsilon, g.delta) if g.holds else (math.inf, 1.0) for g in guarantees]
+    return compose(spends, split)
+
+
+def compose(spends, split: str) -> tuple[float, float]:
+    """:func:`composed_spend` of ``(epsilon, delta)`` pairs (a ledger's records)."""
+    epsilons, deltas = [e for e, _ in spends], [d for _, d in spends]
     if split == "disjoint":
         return max(epsilons, default=0.0), max(deltas, default=0.0)
     return math.fsum(epsilons), min(1.0, math.fsum(deltas))

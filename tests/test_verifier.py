@@ -219,6 +219,10 @@ CRAFTED_TEXT = {  # built when a test asks: one of them is 16 MiB
     "$float with more keys": lambda: _simple_card_json().replace(
         '"alpha": 0.1', '"alpha": {"$float": "inf", "x": 1}'
     ),
+    "$float array": lambda: _simple_card_json().replace('"alpha": 0.1', '"alpha": {"$float": []}'),
+    "$float object": lambda: _simple_card_json().replace(
+        '"alpha": 0.1', '"alpha": {"$float": {"a": 1}}'
+    ),
     "not JSON": lambda: "{not json",
     "empty": lambda: "",
     "array": lambda: "[1, 2]",

@@ -105,7 +105,7 @@ def decode(data: Any, path: str = "card", depth: int = 0) -> Any:
         raise CardFormatError(f"{path}: nested deeper than {MAX_DEPTH} levels.")
     if isinstance(data, dict):
         if "$float" in data:
-            if len(data) != 1 or data["$float"] not in _INFINITIES:
+            if len(data) != 1 or data["$float"] not in ("inf", "-inf"):
                 raise CardFormatError(
                     f"{path}: {{'$float': ...}} must be the only key, with value 'inf' or '-inf'."
                 )

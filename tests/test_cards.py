@@ -573,6 +573,26 @@ def test_for_configuration_rejects_bad_arguments(kwargs, error, name):
         ContractCard.for_configuration(**arguments)
 
 
+MADE_AND_RECORDED = {
+    "ExponQ epsilon": (ExponQ(epsilon=5.0), ExponQ(epsilon=1.0)),
+    "ExponQ epsilon, reversed": (ExponQ(epsilon=1.0), ExponQ(epsilon=5.0)),
+    "P-COQS rho": (PCOQS(rho=5.0), PCOQS(rho=0.01)),
+    "DP-APS beta": (DPAPS(epsilon=1.0, beta=1e-2), DPAPS(epsilon=1.0, beta=1e-6)),
+}
+
+
+@pytest.mark.parametrize("name", MADE_AND_RECORDED)
+def test_from_calibration_refuses_a_mechanism_that_did_not_make_the_calibration(name):
+    """The card would state the recorded mechanism's epsilon or certificate: a lie."""
+    made, recorded = MADE_AND_RECORDED[name]
+    scores = np.random.default_rng(0).uniform(size=3000)
+    calibration = made.calibrate(scores, 0.1, random_state=0)
+    with pytest.raises(ValueError, match="not the one that made the calibration"):
+        ContractCard.from_calibration(calibration, recorded, epsilon_train=2.0)
+    card = ContractCard.from_calibration(calibration, made, epsilon_train=2.0)
+    assert verify_card(card.to_json()).status == "unchecked"  # consistent, no contract
+
+
 def test_other_entry_points_reject_bad_input():
     estimator = _calibrated(ExponQ(epsilon=1.0))
     calibration, mechanism = estimator.calibration_, estimator.mechanism_

@@ -436,6 +436,12 @@ class ContractCard(Record):
         Returns
         -------
         ContractCard
+
+        Raises
+        ------
+        ValueError
+            If ``mechanism`` (class or parameters) cannot have made ``calibration``: the
+            card would not verify.
         """
         check_arguments(
             "ContractCard.from_calibration",
@@ -454,7 +460,7 @@ class ContractCard(Record):
         sizes = _agent_sizes(mechanism, calibration)
         configuration = configuration_of(None, n, alpha, mechanism, agent_sizes=sizes)
         release = make_release(calibration, "unspecified")
-        return cls.build(
+        card = cls.build(
             contract=contract,
             configuration=configuration,
             training_privacy=stated_training(epsilon_train, delta_train),
@@ -463,6 +469,16 @@ class ContractCard(Record):
             diagnostics=Diagnostics(mechanism_details=public),
             owner_diagnostics={"calibration": owner} if owner else {},
         )
+        from ._verify import verify_card
+
+        registry = {type(mechanism).__name__: type(mechanism)}
+        problems = verify_card(card, mechanisms=registry).problems
+        if problems:
+            raise ValueError(
+                f"mechanism {mechanism!r} is not the one that made the calibration (the card "
+                f"would not verify): {problems[0]}"
+            )
+        return card
 
     @classmethod
     def for_configuration(

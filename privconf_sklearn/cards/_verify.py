@@ -1,9 +1,10 @@
 """Verify a contract card from its serialised form alone (the paper's Observation 4.1).
 
-The verifier never raises on a card and trusts nothing on it that it can recompute: it reads
-the card strictly, checks the digest and signature, rebuilds the formal layer from what cannot
-be recomputed and compares it field by field (certificates ``L(c)``, guarantees, a search's
-selection, Eq. (3), the decision).
+The verifier never raises on a card: it reads the card strictly, checks the digest and
+signature, rebuilds the formal layer from the recorded configuration and releases and
+compares it field by field (certificates ``L(c)``, guarantees, a search's selection, Eq.
+(3), the decision). The release's descriptive fields (target level, upper bound, threshold
+in score units) are range-checked, not recomputed; they do not enter the decision.
 """
 
 from __future__ import annotations

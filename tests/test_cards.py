@@ -473,6 +473,8 @@ def test_card_attribute_reads_epsilon_train_from_diffprivlib():
     assert card.decision == "unchecked" and card.contract is None
     assert card.training_privacy.epsilon == 2.0
     assert "GaussianNB.epsilon" in card.training_privacy.source
+    # diffprivlib keeps no trace of bounds it computed from the data: the card says so.
+    assert "data-independent bounds" in card.training_privacy.source
     assert card.configuration.task == "classification"
     assert card.configuration.mechanism.params["epsilon"] == 1.0
     assert card.release.threshold == estimator.calibration_.threshold
@@ -562,6 +564,7 @@ def test_for_configuration_rejects_bad_sizes(n_samples, error):
         ({"adjacency": "neighbours"}, ValueError, "adjacency"),
         ({"agent_sizes": [10, 0]}, ValueError, "agent_sizes"),
         ({"agent_sizes": 100}, TypeError, "agent_sizes"),
+        ({"agent_sizes": [50, 50]}, ValueError, "agent_sizes is for federated mechanisms"),
         ({"epsilon_train": -1.0}, ValueError, "epsilon_train"),
         ({"epsilon_train": float("nan")}, ValueError, "epsilon_train"),
         ({"delta_train": 2.0}, ValueError, "delta_train"),

@@ -533,6 +533,11 @@ class ContractCard(Record):
             adjacency=adjacency,
         )
         n, alpha, sizes = checked["n_samples"], checked["alpha"], checked["agent_sizes"]
+        if sizes is not None and not mechanism.requires_groups:
+            raise ValueError(
+                f"ContractCard.for_configuration: agent_sizes is for federated mechanisms; "
+                f"{type(mechanism).__name__} calibrates on one set of n_samples rows."
+            )
         planned = planned_certificate(mechanism, n, alpha, sizes)
         certificate = Certificate.of(
             planned.lower_bound, planned.confidence, planned.feasible, planned.reason

@@ -16,6 +16,12 @@ from ._records import BUDGET, UNIT, TrainingPrivacy, optional
 
 __all__ = ["check_stated", "describe_estimator", "stated_training", "training_privacy"]
 
+#: When a diffprivlib model's ``epsilon`` holds: a fitted model keeps no trace of bounds
+#: computed from its training data (diffprivlib warns at fit time only).
+CONDITION = (
+    ", if fitted with data-independent bounds (a PrivacyLeakWarning at fit time means it was not)"
+)
+
 
 def _components(model) -> list:
     """Leaf estimators of (nested) pipelines and frozen estimators, in order."""
@@ -77,7 +83,7 @@ def training_privacy(estimator, epsilon_train=None, delta_train=None) -> Trainin
     names = " + ".join(f"{type(c).__name__}.epsilon" for c in private)
     delta = reported_delta if delta is None else delta
     if epsilon is None:
-        return TrainingPrivacy(reported, delta, f"diffprivlib: {names}")
+        return TrainingPrivacy(reported, delta, f"diffprivlib: {names}{CONDITION}")
     for name, value, floor in (("epsilon", epsilon, reported), ("delta", delta, reported_delta)):
         if value < floor:
             raise ValueError(

@@ -29,12 +29,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import train_test_split
-from sklearn.utils import _safe_indexing, check_random_state, gen_batches, get_tags, indexable
+from sklearn.utils import _safe_indexing, gen_batches, get_tags, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows
 from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_ledger, spend
-from ._random import check_noise_source
+from ._random import check_noise_source, check_random_state
 from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from ._validation import validate_params as _validate_params
 from .mechanisms import QuantileMechanism

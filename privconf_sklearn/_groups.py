@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import _short_repr
+
 __all__ = ["GroupIndex", "check_group_ids", "check_group_list", "group_ids_of_rows"]
 
 
@@ -54,18 +56,21 @@ def check_group_ids(ids, n_rows: int, *, source: str) -> np.ndarray:
     ValueError
         Wrong length or shape, or NaN / NaT ids (naming rows).
     TypeError
-        Unhashable ids (naming rows) or ids of an unsupported dtype.
+        Not an array, list or tuple (e.g. None, one scalar, a string, a set or a
+        generator), unhashable ids (naming rows) or ids of an unsupported dtype.
     """
     if hasattr(ids, "to_numpy"):  # pandas Series / Index
         ids = ids.to_numpy()
-    if isinstance(ids, np.ndarray):
-        array = ids
+    if hasattr(ids, "__array__"):  # numpy arrays and other array containers
+        array = np.asarray(ids)
+    elif isinstance(ids, Sequence) and not isinstance(ids, str | bytes):
+        array = np.empty(len(ids), dtype=object)
+        array[:] = list(ids)  # keeps tuples as single ids instead of making a 2-d array
     else:
-        values = list(ids) if not isinstance(ids, str | bytes) else None
-        if values is None:
-            raise TypeError(f"{source} must return one group id per row; got a string.")
-        array = np.empty(len(values), dtype=object)
-        array[:] = values  # keeps tuples as single ids instead of making a 2-d array
+        raise TypeError(
+            f"{source} must return one group id per row: a 1-d array, list or tuple of "
+            f"length {n_rows}; got {_short_repr(ids)} of type {type(ids).__name__}."
+        )
     if array.ndim != 1 or array.shape[0] != n_rows:
         raise ValueError(
             f"{source} must return one group id per row: shape ({n_rows},); got shape "

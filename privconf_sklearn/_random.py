@@ -1,4 +1,4 @@
-"""The library's single randomness policy for privacy noise.
+"""The library's single randomness policy: privacy noise, and the other draws.
 
 Every random draw that protects privacy goes through a :class:`NoiseSource`, built by
 :func:`check_noise_source` from a ``random_state``:
@@ -14,6 +14,16 @@ Every random draw that protects privacy goes through a :class:`NoiseSource`, bui
 All samplers (Laplace, Gaussian, categorical from log-weights) are inverse-CDF
 transforms of these uniforms, so both kinds of source go through identical code.
 
+The other draws of an estimator (the split of ``prefit=False``, the uniforms of the
+randomised APS and RAPS scores) are not privacy noise; they come from the numpy
+``RandomState`` of :func:`check_random_state` (scikit-learn's rule, with ``None``
+meaning numpy's global generator), which also accepts a ``Generator``.
+
+Consumption is the same everywhere: a ``RandomState`` or a ``Generator`` is used
+directly, so every draw advances it (successive fits and predictions get fresh
+randomness), while an int seeds a fresh generator at every draw (the same draws each
+time).
+
 Floating-point note: like every numpy-based DP library, samples are 53-bit floats, so
 probabilities below about ``2**-53`` are not represented exactly (Mironov, "On
 significance of the least significant bits for differential privacy", CCS 2012).
@@ -26,8 +36,9 @@ import os
 
 import numpy as np
 from scipy.special import ndtri
+from sklearn.utils import check_random_state as _sklearn_check_random_state
 
-__all__ = ["NoiseSource", "check_noise_source"]
+__all__ = ["NoiseSource", "check_noise_source", "check_random_state"]
 
 _TWO_POW_53 = float(2**53)
 
@@ -140,3 +151,31 @@ def check_noise_source(random_state) -> NoiseSource:
         "random_state must be None (cryptographic noise), an int, a "
         f"numpy.random.RandomState or a numpy.random.Generator; got {random_state!r}."
     )
+
+
+def check_random_state(random_state) -> np.random.RandomState:
+    """Turn a ``random_state`` into the numpy ``RandomState`` of the draws that are not noise.
+
+    scikit-learn's :func:`~sklearn.utils.check_random_state`, which also accepts a
+    :class:`numpy.random.Generator`: the ``RandomState`` then wraps the Generator's bit
+    generator, so its draws advance the Generator, as they advance a given
+    ``RandomState``. For the split of ``prefit=False`` and the uniforms of randomised
+    scores; privacy noise comes from :func:`check_noise_source`.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        ``None`` is numpy's global ``RandomState``; an int seeds a new one.
+
+    Returns
+    -------
+    numpy.random.RandomState
+
+    Raises
+    ------
+    ValueError
+        If ``random_state`` is of another type (scikit-learn's message).
+    """
+    if isinstance(random_state, np.random.Generator):
+        return np.random.RandomState(random_state.bit_generator)
+    return _sklearn_check_random_state(random_state)

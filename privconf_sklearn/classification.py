@@ -11,6 +11,7 @@ from ._base import BasePrivateConformal, _estimator_has, common_constraints
 from ._validation import encode_labels
 from .mondrian import MondrianCalibration
 from .scores import APS, LAC, RAPS
+from .scores.classification import check_label_kinds
 
 __all__ = ["PrivateConformalClassifier"]
 
@@ -76,7 +77,12 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         Privacy noise source. ``None`` draws it from the operating system's
         cryptographic generator, the only production setting. A seed makes results
         reproducible and anyone who knows it can remove the noise: tests and
-        experiments only. Also seeds the ``prefit=False`` split.
+        experiments only. Also drives the ``prefit=False`` split and the uniforms of
+        the randomised scores (``"aps_randomized"``), which are not privacy noise
+        (there ``None`` is numpy's global generator). A ``RandomState`` or
+        ``Generator`` is used as given, so every draw advances it (noise, split, the
+        randomised score's uniforms, also in :meth:`predict_set`); an int starts from
+        the seed at every draw.
     accountant : ledger or None, default=None
         Ledger that calibration checks (before reading any data) and spends its privacy
         budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,
@@ -251,39 +257,3 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         """The wrapped classifier's ``decision_function``."""
         check_is_fitted(self, "calibration_")
         return self.estimator_.decision_function(X)
-
-
-def _holds_bools(values: np.ndarray) -> np.ndarray:
-    """Which entries are booleans (Python or numpy)."""
-    if values.dtype.kind == "b":
-        return np.ones(values.shape, dtype=bool)
-    if values.dtype.kind != "O":
-        return np.zeros(values.shape, dtype=bool)
-    return np.array([isinstance(v, bool | np.bool_) for v in values.tolist()], dtype=bool)
-
-
-def check_label_kinds(y, classes) -> None:
-    """Refuse booleans matched to non-boolean classes (``True == 1``), and the reverse.
-
-    Raises
-    ------
-    TypeError
-        If ``y`` holds booleans but ``classes`` holds none, or ``classes`` are booleans
-        but ``y`` holds other values.
-    """
-    labels = np.asarray(y).reshape(-1)
-    classes = np.asarray(classes)
-    y_bools, class_bools = _holds_bools(labels), _holds_bools(classes)
-    if y_bools.any() and not class_bools.any():
-        raise TypeError(
-            f"y holds boolean labels but the classifier's classes_ are "
-            f"{classes.tolist()[:10]}: True and False would silently match 1 and 0. "
-            "Convert the labels explicitly (e.g. y.astype(int)) or fit the classifier on "
-            "booleans."
-        )
-    if class_bools.all() and class_bools.size and not y_bools.all():
-        raise TypeError(
-            "the classifier's classes_ are booleans but y holds other labels, e.g. "
-            f"{labels[~y_bools][:5].tolist()}: they would silently match True and False. "
-            "Pass boolean labels."
-        )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
-from sklearn.utils.validation import column_or_1d
 
 from ._validation import encode_labels
+from .scores.classification import check_label_kinds
 
 __all__ = [
     "interval_coverage",
@@ -20,68 +22,204 @@ __all__ = [
 ]
 
 
+def _as_array(values, name: str) -> np.ndarray:
+    """``np.asarray(values)``, with numpy's error for ragged input naming ``name``."""
+    try:
+        return np.asarray(values)
+    except ValueError as error:  # e.g. rows of different lengths
+        raise ValueError(f"{name} must be a rectangular array: {error}") from None
+
+
+def _check_rows(n_rows: int, name: str) -> None:
+    if n_rows == 0:
+        raise ValueError(f"{name} is empty: the metric needs at least one row.")
+
+
 def _check_sets(sets) -> np.ndarray:
-    sets = np.asarray(sets)
+    """Boolean sets of shape ``(n_samples, n_classes)``, with at least one row and column."""
+    sets = _as_array(sets, "sets")
     if sets.dtype != bool:
         raise TypeError(
             f"sets must be a boolean array (n_samples, n_classes); got dtype {sets.dtype}."
         )
-    if sets.ndim != 2:
-        raise ValueError(f"sets must have shape (n_samples, n_classes); got {sets.shape}.")
+    if sets.ndim != 2 or sets.shape[1] == 0:
+        raise ValueError(
+            f"sets must have shape (n_samples, n_classes) with n_classes >= 1; got {sets.shape}."
+        )
+    _check_rows(sets.shape[0], "sets")
     return sets
+
+
+def _check_one_dimensional(values, name: str) -> np.ndarray:
+    array = _as_array(values, name)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, shape (n,); got shape {array.shape}.")
+    return array
+
+
+def _check_same_rows(y: np.ndarray, other: np.ndarray, other_name: str) -> None:
+    if y.shape[0] != other.shape[0]:
+        raise ValueError(
+            f"y_true has {y.shape[0]} rows but {other_name} has {other.shape[0]}: they must match."
+        )
+
+
+def _check_classes(classes, n_columns: int) -> np.ndarray:
+    """One distinct label per column of the sets."""
+    classes = _check_one_dimensional(classes, "classes")
+    if classes.shape[0] != n_columns:
+        raise ValueError(
+            f"classes has {classes.shape[0]} labels but sets has {n_columns} columns: give "
+            "the label of every column of sets, in order."
+        )
+    counts = Counter(classes.tolist())
+    duplicates = [label for label, count in counts.items() if count > 1]
+    if duplicates:
+        raise ValueError(f"classes holds duplicate labels: {duplicates[:5]}.")
+    return classes
+
+
+def _check_finite_reals(values, name: str) -> np.ndarray:
+    """Real numbers (integer or floating dtype, never bool or str), all finite, as float64."""
+    array = _as_array(values, name)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold real numbers (an integer or floating dtype); got dtype "
+            f"{array.dtype}. Booleans, strings and objects are not converted: convert them "
+            "explicitly."
+        )
+    array = array.astype(np.float64, copy=False)
+    finite = np.isfinite(array).reshape(array.shape[0], -1).all(axis=1)
+    if not finite.all():
+        rows = np.flatnonzero(~finite)
+        raise ValueError(
+            f"{name} holds NaN or infinite values in {rows.size} rows, e.g. rows "
+            f"{rows[:5].tolist()}: they cannot be counted as covered or not."
+        )
+    return array
 
 
 def set_coverage(y_true, sets, classes) -> float:
     """Fraction of samples whose label is in its prediction set (Romanus and Molinari 2025, Def. 3).
+
+    Labels are matched to ``classes`` as the classifiers match them to ``classes_``:
+    exactly, and never a boolean to a number (``True`` is not the label ``1``).
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True labels.
     sets : ndarray of shape (n_samples, n_classes), dtype bool
-        Prediction sets, columns in ``classes`` order.
+        Prediction sets, columns in ``classes`` order; at least one row.
     classes : array-like of shape (n_classes,)
-        Label of each column.
+        Label of each column, distinct.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        If ``sets`` is not boolean, or booleans are matched to other labels.
+    ValueError
+        If a shape or length does not match, ``classes`` holds duplicates, or ``y_true``
+        holds labels that are not in ``classes`` (NaN included), naming them.
+    """
+    sets = _check_sets(sets)
+    classes = _check_classes(classes, sets.shape[1])
+    labels = _check_one_dimensional(y_true, "y_true")
+    _check_same_rows(labels, sets, "sets")
+    check_label_kinds(labels, classes, y_name="y_true", classes_name="classes")
+    try:
+        columns = encode_labels(labels, classes)
+    except ValueError:  # encode_labels names an estimator's classes_; name ours
+        known = classes.tolist()
+        unseen = [label for label in dict.fromkeys(labels.tolist()) if label not in known]
+        raise ValueError(
+            f"y_true holds labels that are not in classes: {unseen[:10]}; classes = {known[:10]}."
+        ) from None
+    return float(sets[np.arange(sets.shape[0]), columns].mean())
+
+
+def mean_set_size(sets) -> float:
+    """Average number of labels per set ("efficiency", Romanus and Molinari 2025, Def. 3).
+
+    Parameters
+    ----------
+    sets : ndarray of shape (n_samples, n_classes), dtype bool
+        Prediction sets; at least one row.
 
     Returns
     -------
     float
     """
-    sets = _check_sets(sets)
-    columns = encode_labels(y_true, classes)
-    if columns.shape[0] != sets.shape[0]:
-        raise ValueError(f"y_true has {columns.shape[0]} rows but sets has {sets.shape[0]}.")
-    return float(sets[np.arange(sets.shape[0]), columns].mean())
-
-
-def mean_set_size(sets) -> float:
-    """Average number of labels per set ("efficiency", Romanus and Molinari 2025, Def. 3)."""
     return float(_check_sets(sets).sum(axis=1).mean())
 
 
 def singleton_rate(sets) -> float:
-    """Fraction of sets with one label ("informativeness", Romanus and Molinari 2025, Def. 3)."""
+    """Fraction of sets with one label ("informativeness", Romanus and Molinari 2025, Def. 3).
+
+    Parameters
+    ----------
+    sets : ndarray of shape (n_samples, n_classes), dtype bool
+        Prediction sets; at least one row.
+
+    Returns
+    -------
+    float
+    """
     return float((_check_sets(sets).sum(axis=1) == 1).mean())
 
 
 def _check_intervals(intervals) -> np.ndarray:
-    intervals = np.asarray(intervals, dtype=np.float64)
+    """Finite real intervals of shape ``(n_samples, 2)``, at least one row, as float64."""
+    intervals = _as_array(intervals, "intervals")
     if intervals.ndim != 2 or intervals.shape[1] != 2:
         raise ValueError(f"intervals must have shape (n_samples, 2); got {intervals.shape}.")
-    return intervals
+    _check_rows(intervals.shape[0], "intervals")
+    return _check_finite_reals(intervals, "intervals")
 
 
 def interval_coverage(y_true, intervals) -> float:
-    """Fraction of targets inside their closed interval ``[lower, upper]``."""
-    y = column_or_1d(y_true).astype(np.float64)
+    """Fraction of targets inside their closed interval ``[lower, upper]``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True targets: finite real numbers (never booleans or strings).
+    intervals : array-like of shape (n_samples, 2)
+        Lower and upper ends: finite real numbers; at least one row.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        If ``y_true`` or ``intervals`` does not hold real numbers.
+    ValueError
+        If a shape or length does not match, or a value is NaN or infinite (naming rows).
+    """
     intervals = _check_intervals(intervals)
-    if y.shape[0] != intervals.shape[0]:
-        raise ValueError(f"y_true has {y.shape[0]} rows but intervals has {intervals.shape[0]}.")
+    y = _check_finite_reals(_check_one_dimensional(y_true, "y_true"), "y_true")
+    _check_same_rows(y, intervals, "intervals")
     return float(((intervals[:, 0] <= y) & (y <= intervals[:, 1])).mean())
 
 
 def mean_interval_width(intervals) -> float:
-    """Average ``upper - lower``."""
+    """Average ``upper - lower``.
+
+    Parameters
+    ----------
+    intervals : array-like of shape (n_samples, 2)
+        Lower and upper ends: finite real numbers; at least one row.
+
+    Returns
+    -------
+    float
+    """
     intervals = _check_intervals(intervals)
     return float((intervals[:, 1] - intervals[:, 0]).mean())
 

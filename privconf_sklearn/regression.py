@@ -58,7 +58,10 @@ class ScoreBounds(Constraint):
         """Two finite values, ``low < high``, with a finite ``high - low``."""
         if np.ndim(value) != 1 or len(value) != 2:
             return False
-        low, high = float(value[0]), float(value[1])
+        try:
+            low, high = float(value[0]), float(value[1])
+        except OverflowError:  # an int beyond float64's range
+            return False
         return (
             math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low) and low < high
         )
@@ -310,7 +313,10 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         Privacy noise source. ``None`` draws it from the operating system's
         cryptographic generator, the only production setting. A seed makes results
         reproducible and anyone who knows it can remove the noise: tests and
-        experiments only. Also seeds the ``prefit=False`` split.
+        experiments only. Also drives the ``prefit=False`` split, which is not privacy
+        noise (there ``None`` is numpy's global generator). A ``RandomState`` or
+        ``Generator`` is used as given, so every draw (noise, split) advances it; an
+        int starts from the seed at every draw.
     accountant : ledger or None, default=None
         Ledger that calibration checks (before reading any data) and spends its privacy
         budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,

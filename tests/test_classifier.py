@@ -240,6 +240,37 @@ def test_clone_keeps_prefit_estimator_and_accountant(model, dp):
     assert refit.get_params()["alpha"] == 0.2
 
 
+@pytest.mark.parametrize(
+    ("change", "bad_label", "match"),
+    [
+        ({"alpha": 0.05}, None, "exceed remaining privacy budget"),  # before reading data
+        ({"alpha": 0.05, "mechanism__epsilon": 0.5}, 7, r"labels .* not fitted on: \[7\]"),
+    ],
+    ids=["over-budget", "bad-labels"],
+)
+def test_failed_refit_keeps_the_previous_calibration_whole(
+    data, model, dp, change, bad_label, match
+):
+    _, _, X_cal, y_cal, X_test, _ = data
+    ledger = dp.accountant.BudgetAccountant(epsilon=1.5)
+    pcc = PrivateConformalClassifier(
+        model, mechanism=ExponQ(epsilon=1.0), accountant=ledger, random_state=0
+    ).fit_calibrate(X_cal[:1000], y_cal[:1000])
+    fitted = {name: value for name, value in vars(pcc).items() if name.endswith("_")}
+    sets, spent = pcc.predict_set(X_test), list(ledger.spent_budget)
+    y_refit = y_cal[1000:].copy()
+    if bad_label is not None:
+        y_refit[-1] = bad_label
+    with pytest.raises(ValueError, match=match):  # diffprivlib's BudgetError is a ValueError
+        pcc.set_params(**change).fit_calibrate(X_cal[1000:], y_refit)
+    after = {name: value for name, value in vars(pcc).items() if name.endswith("_")}
+    assert after.keys() == fitted.keys()
+    assert all(after[name] is value for name, value in fitted.items())
+    assert (pcc.alpha, pcc.calibration_.alpha) == (0.05, 0.1)
+    assert ledger.spent_budget == spent
+    np.testing.assert_array_equal(pcc.predict_set(X_test), sets)
+
+
 def test_pickle_round_trip_keeps_threshold(data, model):
     _, _, X_cal, y_cal, X_test, _ = data
     pcc = PrivateConformalClassifier(

@@ -757,7 +757,12 @@ def _fails_atomically(estimator, X, y, error, match):
         (lambda X: [[i] for i in range(len(X))], TypeError, r"unhashable group ids.*\[0\]"),
         (lambda X: np.where(np.arange(len(X)) == 7, np.nan, 1.0), ValueError, r"NaN .* rows \[7\]"),
         (lambda X: [float("nan") if i == 3 else "a" for i in range(len(X))], ValueError, r"\[3\]"),
-        (lambda X: "abc", TypeError, "string"),
+        (lambda X: "abc", TypeError, r"got 'abc' of type str"),
+        (lambda X: None, TypeError, r"mondrian=<lambda>: .* length 200; got None of type NoneType"),
+        (lambda X: 3, TypeError, r"one group id per row.*got 3 of type int"),
+        (lambda X: set(range(len(X))), TypeError, r"of type set"),
+        (lambda X: (0 for _ in range(len(X))), TypeError, r"of type generator"),
+        (lambda X: np.int64(3), ValueError, r"got shape \(\)"),
     ],
 )
 def test_bad_group_ids(mondrian, error, match):
@@ -770,6 +775,24 @@ def test_bad_group_ids(mondrian, error, match):
         group_sizes="public",
     )
     _fails_atomically(estimator, X, y, error, match)
+
+
+def test_mondrian_returning_no_ids_is_refused_before_spending(dp):
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    y = (X[:, 0] > 0).astype(int)
+    ledger = dp.accountant.BudgetAccountant()
+    estimator = PrivateConformalClassifier(
+        LogisticRegression().fit(X, y),
+        mechanism=ExponQ(epsilon=1.0),
+        mondrian=lambda X: None,
+        group_sizes="public",
+        accountant=ledger,
+        random_state=0,
+    )
+    with pytest.raises(TypeError, match=r"mondrian=<lambda>: mondrian\(X\) must return .*None"):
+        estimator.fit_calibrate(X, y)
+    assert ledger.spent_budget == []
+    assert not hasattr(estimator, "calibration_")
 
 
 def test_bad_group_ids_at_predict_time():

@@ -350,6 +350,8 @@ def test_quantile_pair_prefit_and_fit(data, linear):
         ((np.nan, 1.0), ValueError),
         ((0.0, np.inf), ValueError),
         ((-1e308, 1e308), ValueError),
+        ((0, 10**400), ValueError),
+        ((-(10**400), 0), ValueError),
         ((0.0,), ValueError),
         ((0.0, 1.0, 2.0), ValueError),
         ("0,1", TypeError),
@@ -364,6 +366,8 @@ def test_bad_score_bounds(data, linear, bounds, error):
     with pytest.raises(error, match="score_bounds"):
         estimator.fit_calibrate(X_cal, y_cal)
     assert not hasattr(estimator, "calibration_")
+    with pytest.raises(error, match="score_bounds"):  # refused before any data is read
+        estimator.fit_calibrate(None, None)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -192,6 +192,24 @@ def test_randomised_aps_is_no_larger_than_aps():
     assert (randomised <= plain + 1e-15).all()
 
 
+@pytest.mark.parametrize("score", [APS(randomized=True), RAPS(randomized=True)], ids=repr)
+def test_randomised_scores_draw_from_a_generator_as_from_its_bits(score):
+    proba = np.random.default_rng(3).dirichlet(np.ones(4), size=50)
+    y = np.arange(50) % 4
+    # A Generator is used through its bit generator: the uniforms a RandomState on the
+    # same bits would draw, and the Generator advances.
+    rng, bits = np.random.default_rng(5), np.random.PCG64(5)
+    assert np.array_equal(
+        score.conformity_scores(proba, y, random_state=rng),
+        score.conformity_scores(proba, y, random_state=np.random.RandomState(bits)),
+    )
+    assert np.array_equal(
+        score.predict_set(proba, 0.6, random_state=rng),
+        score.predict_set(proba, 0.6, random_state=np.random.RandomState(bits)),
+    )
+    assert rng.random() == np.random.Generator(bits).random()
+
+
 def test_raps_with_no_penalty_is_aps_and_its_sets_are_inside_aps_sets():
     rng = np.random.default_rng(2)
     proba = rng.dirichlet(np.full(10, 0.5), size=1000)

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state
 
+from .._random import check_random_state
 from .._validation import Boolean, Interval, check_probabilities, validate_params
 from ._base import BaseConformityScore
 
@@ -35,6 +35,57 @@ def _row_blocks(n_rows: int, n_columns: int) -> Iterator[slice]:
     step = max(1, _BLOCK_ELEMENTS // max(n_columns, 1))
     for start in range(0, n_rows, step):
         yield slice(start, min(start + step, n_rows))
+
+
+def _holds_bools(values: np.ndarray) -> np.ndarray:
+    """Which entries are booleans (Python or numpy)."""
+    if values.dtype.kind == "b":
+        return np.ones(values.shape, dtype=bool)
+    if values.dtype.kind != "O":
+        return np.zeros(values.shape, dtype=bool)
+    return np.array([isinstance(v, bool | np.bool_) for v in values.tolist()], dtype=bool)
+
+
+def check_label_kinds(
+    y, classes, *, y_name: str = "y", classes_name: str = "the classifier's classes_"
+) -> None:
+    """Refuse booleans matched to non-boolean classes (``True == 1``), and the reverse.
+
+    The rule of the estimators (labels against ``classes_``) and of the metrics (labels
+    against the columns of prediction sets), applied before labels are encoded as
+    column indices.
+
+    Parameters
+    ----------
+    y : array-like
+        Labels.
+    classes : array-like
+        The label of each column.
+    y_name, classes_name : str
+        Names used in error messages.
+
+    Raises
+    ------
+    TypeError
+        If ``y`` holds booleans but ``classes`` holds none, or ``classes`` are booleans
+        but ``y`` holds other values.
+    """
+    labels = np.asarray(y).reshape(-1)
+    classes = np.asarray(classes)
+    y_bools, class_bools = _holds_bools(labels), _holds_bools(classes)
+    if y_bools.any() and not class_bools.any():
+        raise TypeError(
+            f"{y_name} holds boolean labels but {classes_name} are "
+            f"{classes.tolist()[:10]}: True and False would silently match 1 and 0. "
+            f"Convert the labels explicitly (e.g. {y_name}.astype(int)) or use boolean "
+            "classes."
+        )
+    if class_bools.all() and class_bools.size and not y_bools.all():
+        raise TypeError(
+            f"{classes_name} are booleans but {y_name} holds other labels, e.g. "
+            f"{labels[~y_bools][:5].tolist()}: they would silently match True and False. "
+            "Pass boolean labels."
+        )
 
 
 class ClassificationScore(BaseConformityScore):

@@ -832,12 +832,22 @@ def score_threshold(
     its own image, so both bullets of :func:`threshold_in_score_units` give ``t``).
     """
     t = calibration.threshold
-    if low == 0.0 and high == 1.0:
-        return float(t)
-    if calibration.privacy.notion == "none":
+    if calibration.privacy.notion == "none" and not (low == 0.0 and high == 1.0):
         candidate = largest_covered(t)
         if candidate is not None and to_unit_range(candidate, low, high) == t:
             return float(candidate)
+    return public_score_threshold(t, low, high)
+
+
+def public_score_threshold(t: float, low: float, high: float) -> float:
+    """The largest float64 ``s`` in ``[low, high]`` with ``to_unit_range(s) <= t``.
+
+    The threshold in score units of a private release: a function of ``t`` and the
+    public bounds only (first bullet of :func:`threshold_in_score_units`), which the
+    card verifier recomputes.
+    """
+    if low == 0.0 and high == 1.0:
+        return float(t)
     if to_unit_range(high, low, high) <= t:
         return float(high)
     below, above = _ordered_key(low), _ordered_key(high)  # image(low) = 0 <= t < image(high)

@@ -3,6 +3,7 @@
 The verifier's robustness is in test_verifier.py, the command line in test_cli.py.
 """
 
+import hashlib
 import json
 import math
 import warnings
@@ -404,6 +405,17 @@ def test_regression_release_below_the_bound_keeps_its_coverage():
     card = _cards()["regression_clipped"]
     assert card.release.threshold < 1.0 and card.release.coverage_holds
     assert card.release.score_bounds == (0.0, 2.5) and card.release.score_bounds_source == "public"
+    # The threshold in score units is a public function of the threshold and the bounds.
+    data = json.loads(card.to_json())
+    release = data["formal"]["calibrations"][0]["release"]
+    assert 0.0 < release["threshold_score_units"] < 2.5
+    release["threshold_score_units"] *= 0.5  # a narrower-looking interval, resealed
+    payload = {key: data[key] for key in ("schema", "schema_version", "formal")}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    data["formal_sha256"] = hashlib.sha256(text.encode("ascii")).hexdigest()
+    result = verify_card(data)
+    assert result.status == "inconsistent"
+    assert "threshold_score_units: recorded" in result.problems[0]
 
 
 def test_data_derived_score_bounds_are_recorded_and_break_the_calibration_clause():

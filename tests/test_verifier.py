@@ -270,6 +270,10 @@ RESEALED_LIES = {
     "training delta = 2": (("formal", "privacy", "training", "delta"), 2.0),
     "calibration epsilon = -1": (("formal", "privacy", "calibration", "epsilon"), -1.0),
     "release threshold = 7": (("formal", "calibrations", 0, "release", "threshold"), 7.0),
+    "release threshold in score units": (
+        ("formal", "calibrations", 0, "release", "threshold_score_units"),
+        0.0123,
+    ),
     "release threshold = NaN": (("formal", "calibrations", 0, "release", "threshold"), math.nan),
     "release threshold = -inf": (
         ("formal", "calibrations", 0, "release", "threshold"),

@@ -3,8 +3,8 @@
 The verifier never raises on a card: it reads the card strictly, checks the digest and
 signature, rebuilds the formal layer from the recorded configuration and releases and
 compares it field by field (certificates ``L(c)``, guarantees, a search's selection, Eq.
-(3), the decision). The release's descriptive fields (target level, upper bound, threshold
-in score units) are range-checked, not recomputed; they do not enter the decision.
+(3), the decision, a private release's threshold in score units). The release's target
+level and upper bound are range-checked, not recomputed; they do not enter the decision.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._base import public_score_threshold
 from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
 from ..mondrian import PrivateGroupSizes, mondrian_privacy, private_sizes_coverage_floor
 from ..privacy import ADJACENCIES, PrivacyGuarantee
@@ -157,7 +158,7 @@ def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
     if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
         problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
-    entries = []
+    entries, private = [], mechanism.privacy_guarantee().notion != "none"
     for index, entry in enumerate(card.calibrations):
         n = entry.n_samples if configuration.mondrian else configuration.n_samples
         release, bound = entry.release, None
@@ -172,8 +173,21 @@ def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
                 f"formal.calibrations[{index}].release: the level is unreachable, so the "
                 f"mechanism releases threshold 1; the card records {release.threshold!r}."
             )
+        if release is not None and private:
+            problems += _score_units(f"formal.calibrations[{index}].release", release)
         entries.append(replace(entry, n_samples=n, certificate=certificate))
     return tuple(entries)
+
+
+def _score_units(path: str, release) -> list[str]:
+    """A private release's threshold in score units, recomputed from public quantities."""
+    if release.score_bounds is None:
+        return []
+    expected = public_score_threshold(release.threshold, *release.score_bounds)
+    if release.threshold_score_units == expected:
+        return []
+    recorded = release.threshold_score_units
+    return [f"{path}.threshold_score_units: recorded {recorded!r}, recomputed {expected!r}."]
 
 
 def _selection(card, registry, problems: list[str]):

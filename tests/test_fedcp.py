@@ -271,6 +271,41 @@ def test_fedcp2qq_fewer_releasing_agents_than_needed_is_infeasible():
     assert not calibration.feasible and not calibration.informative
 
 
+@pytest.mark.parametrize("scaling", ["tight", "paper"])
+def test_fedcp2qq_huge_epsilon_is_essentially_noiseless(scaling):
+    """epsilon = 1e308 (epsilon n overflows): a feasible plan whose agents release the
+    most likely edge whatever the noise draws."""
+    scores, groups = np.random.default_rng(0).uniform(size=500), np.arange(500) % 5
+    mechanism = FedCP2QQ(1e308, n_bins=100, gamma=0.1, scaling=scaling)
+    releases = [
+        mechanism.calibrate(scores, ALPHA, groups=groups, random_state=seed) for seed in range(3)
+    ]
+    assert all(c.feasible and c.informative for c in releases)
+    assert releases[0].coverage_lower_bound >= 1 - ALPHA
+    assert len({c.threshold for c in releases}) == 1
+
+
+@pytest.mark.parametrize("epsilon", [1e-300, 1e-320, 5e-324])
+@pytest.mark.parametrize("scaling", ["tight", "paper"])
+def test_fedcp2qq_vanishing_epsilon_is_an_honest_infeasible_release(epsilon, scaling):
+    scores, groups = np.random.default_rng(0).uniform(size=500), np.arange(500) % 5
+    mechanism = FedCP2QQ(epsilon, scaling=scaling)
+    with pytest.warns(InfeasibleCalibrationWarning, match="more than the 10000 scores an agent uses"):
+        calibration = mechanism.calibrate(scores, ALPHA, groups=groups, random_state=0)
+    assert calibration.threshold == 1.0 and calibration.privacy.epsilon == 0.0
+    assert mechanism.min_informative_samples(ALPHA, n_agents=5) == 10**9 + 1
+
+
+@pytest.mark.parametrize("gamma", [5e-324, 1e-310])
+def test_fedcp2qq_vanishing_gamma_allows_no_failure_and_is_infeasible(gamma):
+    """gamma alpha below the smallest normal float: no failure probability is allowed to
+    the agents (delta = 0), so none can release: infeasible, never a crash."""
+    plan = make_plan([40, 60, 80], ALPHA, epsilon=2.0, gamma=gamma)
+    assert not plan.feasible and "fewer agents can release" in plan.reason
+    plan = make_plan([100] * 3, 1e-300, epsilon=2.0, n_bins=20)
+    assert not plan.feasible
+
+
 def test_readme_federated_setting_is_informative():
     """5 agents x 300 rows at epsilon = 1 (the README snippet's setting).
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from privconf_sklearn.federated import make_plan
-from privconf_sklearn.mechanisms import FedCPQQ
+from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
+from privconf_sklearn.mechanisms._fedcp_plan import MAX_SAMPLE_SIZE  # no public name
 
+from ._hang import no_hang
 from ._stats import binomial_lower_limit, binomial_upper_limit
 
 ALPHA = 0.1
@@ -98,3 +100,49 @@ def test_private_plans_certify_the_ranks_they_announce():
         column = unequal_coverage_column(sizes, plan.table_ranks)
         assert abs(plan.table_coverage - column[plan.server_rank - 1]) <= 1.5e-12
     assert checked >= 5
+
+
+#: Fields a plan for capped sizes must share with the plan for the original sizes.
+PLAN_FIELDS = {
+    None: ("sample_sizes", "local_ranks", "server_rank", "coverage_lower_bound"),
+    8.0: ("sample_sizes", "table_ranks", "rank_corrections", "local_levels", "server_rank",
+          "n_bins", "gamma", "coverage_lower_bound"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sizes, epsilon",
+    [
+        ((10**9,) * 50, None),  # took more than 300 s
+        ((10**9, 10**9 - 1), None),  # 6 s
+        ((2, 10**9), None),  # unequal: the search's cost grew with the largest size
+        ((10**9,) * 50, 8.0),
+        ((40, 10**6, 10**9), 8.0),
+    ],
+)
+def test_agents_above_the_cap_use_a_random_subset_of_the_capped_size(sizes, epsilon):
+    """Planning cost is bounded: an agent with more than MAX_SAMPLE_SIZE scores uses a
+    uniformly random subset of that size, and the plan (ranks, corrections, certified
+    bound) is exactly the plan for the capped sizes."""
+    kwargs = {} if epsilon is None else {"epsilon": epsilon, "n_bins": 20}
+    with no_hang():
+        plan = make_plan(sizes, ALPHA, **kwargs)
+    capped = tuple(min(n, MAX_SAMPLE_SIZE) for n in sizes)
+    reference = make_plan(capped, ALPHA, **kwargs)
+    assert plan.feasible and plan.agent_sizes == sizes
+    assert max(plan.sample_sizes) <= MAX_SAMPLE_SIZE
+    for name in PLAN_FIELDS[epsilon]:
+        assert getattr(plan, name) == getattr(reference, name), name
+    assert plan.coverage_lower_bound >= 1 - ALPHA
+
+
+@pytest.mark.parametrize("mechanism", [FedCPQQ(), FedCP2QQ(4.0, n_bins=50, gamma=0.1)])
+def test_calibration_with_agents_above_the_cap_subsamples(mechanism):
+    sizes = (MAX_SAMPLE_SIZE + 5000,) * 2
+    scores = np.random.default_rng(0).uniform(size=sum(sizes))
+    with no_hang():
+        calibration = mechanism.calibrate(
+            scores, ALPHA, groups=np.repeat([0, 1], sizes), random_state=0
+        )
+    assert calibration.details["sample_sizes"] == [MAX_SAMPLE_SIZE] * 2
+    assert calibration.informative and calibration.coverage_lower_bound >= 1 - ALPHA

@@ -4,6 +4,7 @@ import itertools
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -30,6 +31,7 @@ from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
 # another size (add/remove neighbours); both are the functions the agents call.
 from privconf_sklearn.mechanisms.expon_q import quantile_log_probabilities
 
+from ._hang import no_hang
 from ._stats import FALSE_FAILURE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,6 +262,27 @@ def test_edited_plans_are_refused_even_with_a_recomputed_digest(private_round, f
 
 
 @pytest.mark.parametrize(
+    "field, value",
+    [("gamma_request", 5e-324), ("epsilon", 1e308), ("epsilon", 5e-324), ("alpha", 1e-300)],
+)
+def test_plans_with_extreme_public_inputs_are_refused_cleanly(private_round, field, value):
+    """The server re-derives a crafted plan from extreme (valid) public inputs: a clear
+    protocol error, never a crash inside the planning arithmetic."""
+    wire, _, messages = private_round
+    with pytest.raises(ValueError, match="does not follow from its public inputs"):
+        aggregate(with_digest(dict(wire, **{field: value})), messages)
+
+
+def test_server_re_derives_plans_announcing_huge_sizes_quickly():
+    """A crafted plan announcing 50 agents of 10^9 scores: the server's re-derivation
+    (agents above the cap subsample) takes well under a second, then refuses it."""
+    plan = make_plan((100,) * 50, ALPHA, epsilon=8.0, n_bins=20)
+    huge = with_digest(dict(plan_to_dict(plan), agent_sizes=[10**9] * 50))
+    with no_hang(), pytest.raises(ValueError, match="does not follow from its public"):
+        aggregate(huge, [])
+
+
+@pytest.mark.parametrize(
     "field, value, error",
     [
         ("server_rank", 0, ValueError),
@@ -283,6 +306,25 @@ def test_malformed_plans_give_clear_errors(private_round, field, value, error):
         aggregate(edited, messages)
     with pytest.raises(error, match=field):
         agent_message(parts[0], edited, 0)
+
+
+@pytest.mark.parametrize("level", [1.0, 0.25])
+def test_agents_refuse_paper_levels_outside_their_range(level):
+    """A re-digested paper-scaling plan with q = 1 (the paper's sensitivity max(1/q,
+    1/(1 - q)) is then infinite) or q < 1/2 is refused by the agent's format check, as
+    dict or as plan object, before the scores are looked at."""
+    plan = make_plan([400] * 3, ALPHA, epsilon=2.0, n_bins=50, gamma=0.1, scaling="paper")
+    assert all(plan.releases)
+    levels = [level, *plan.local_levels[1:]]
+    edited = with_digest(dict(plan_to_dict(plan), local_levels=levels))
+    match = r"local_levels\[0\]' must lie in \[0\.5, 1\) under the paper scaling"
+    with pytest.raises(ValueError, match=match):
+        agent_message("not even scores", edited, 0, max_epsilon=2.0)
+    with pytest.raises(ValueError, match=match):
+        agent_message(np.full(400, 0.5), replace(plan, local_levels=tuple(levels)), 0)
+    tight = make_plan([400] * 3, ALPHA, epsilon=2.0, n_bins=50, gamma=0.1)
+    top = with_digest(dict(plan_to_dict(tight), local_levels=[1.0, *tight.local_levels[1:]]))
+    assert agent_message(np.full(400, 0.5), top, 0, random_state=0)["read_data"]  # q = 1 is fine
 
 
 def test_plan_format_is_strict(private_round):

@@ -150,6 +150,23 @@ def test_float_resolution_cap():
     assert calibration.details["resolution"] == 2.0**-52
 
 
+@pytest.mark.parametrize(
+    ("bounds", "step", "requested"),
+    [((0.0, 1.0), 1e-320, 1064), ((0.0, 1.0), 5e-324, 1074), ((0.25, 0.75), 2.0**-1073, 1072)],
+)
+def test_subnormal_step_is_counted_exactly_and_capped(bounds, step, requested):
+    # (b - a) / step overflows to inf for a subnormal step: N must still be the exact
+    # ceil(log2((b - a) / step)), capped at the float resolution.
+    width = Fraction(bounds[1] - bounds[0])
+    assert width / 2**requested <= step < width / 2 ** (requested - 1)
+    calibration = PCOQS(rho=1.0, bounds=bounds, step=step).calibrate(
+        np.linspace(0, 1, 500), 0.1, random_state=0
+    )
+    assert calibration.details["n_queries_requested"] == requested
+    assert calibration.details["n_queries"] == query_count(*bounds, 1e-20)[0]
+    assert calibration.details["n_queries_capped"] is True
+
+
 @pytest.mark.parametrize("rho", [0.02, 0.5, 3.0])
 @pytest.mark.parametrize("delta", [1e-5, 1e-9])
 def test_reported_epsilon_matches_numerical_gaussian_profile(rho, delta):

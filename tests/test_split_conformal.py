@@ -14,6 +14,8 @@ from privconf_sklearn import (
 from privconf_sklearn.mechanisms import SplitConformal
 from privconf_sklearn.mechanisms.split import conformal_rank_min_n
 
+from ._hang import no_hang
+
 
 def split_conformal_rank(n, alpha):
     """ceil((n + 1)(1 - alpha)) in exact arithmetic on the given float alpha."""
@@ -90,3 +92,38 @@ def test_top_score_release_warns_and_is_not_informative():
         calibration = SplitConformal().calibrate(scores, 0.1)
     assert calibration.feasible and not calibration.informative
     assert "k = 91-th smallest" in calibration.reason
+
+
+@pytest.mark.parametrize("alpha", [1e-9, 1e-12, 3e-15, 1e-15, 0.1, 1 / 3, 0.999])
+def test_min_informative_samples_is_the_exact_boundary_for_small_alpha(alpha):
+    # The exact boundary, in O(1): (1 - alpha) / alpha in floating point can be off by
+    # many units for a tiny alpha (the old search stepped up from it one n at a time).
+    with no_hang():
+        n = SplitConformal().min_informative_samples(alpha)
+    assert split_conformal_rank(n, alpha) <= n
+    assert n == 1 or split_conformal_rank(n - 1, alpha) > n - 1
+
+
+@pytest.mark.parametrize("alpha", [1e-16, 1e-25, 1e-300, 1e-320, 5e-324])
+def test_tiny_alpha_is_refused_for_planning_and_infeasible_for_calibration(alpha):
+    mechanism = SplitConformal()
+    with no_hang():
+        with pytest.raises(ValueError, match=r"no calibration size up to 1e\+15"):
+            mechanism.min_informative_samples(alpha)
+        assert not mechanism.coverage_certificate(500, alpha).feasible
+        with pytest.warns(InfeasibleCalibrationWarning, match=r"more than 1e\+15"):
+            calibration = mechanism.calibrate(np.linspace(0, 1, 500), alpha)
+    assert calibration.threshold == 1.0 and not calibration.feasible
+
+
+def test_tiny_alpha_through_the_classifier_returns_full_sets():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] > 0).astype(int)
+    model = LogisticRegression().fit(X, y)
+    pcc = PrivateConformalClassifier(model, mechanism=SplitConformal(), alpha=1e-25)
+    with no_hang(), pytest.warns(InfeasibleCalibrationWarning, match=r"more than 1e\+15"):
+        pcc.fit_calibrate(X, y)
+    assert not pcc.calibration_.feasible and pcc.predict_set(X).all()

@@ -24,7 +24,14 @@ from ..mechanisms._base import Calibration
 from ..mechanisms._fedcp_agent import agent_log_probabilities, agent_release
 from ..mechanisms._fedcp_plan import FedCP2QQPlan, FedCPQQPlan, FederatedPlan
 from ..mechanisms._fedcp_server import release_calibration
-from ._wire import PROTOCOL_VERSION, message_fields, plan_digest, plan_from_dict, verified_plan
+from ._wire import (
+    PROTOCOL_VERSION,
+    message_fields,
+    plan_digest,
+    plan_from_dict,
+    plan_to_dict,
+    verified_plan,
+)
 
 __all__ = ["agent_message", "agent_message_log_probabilities", "aggregate"]
 
@@ -45,14 +52,17 @@ def _check_budget(max_epsilon) -> float | None:
 
 
 def _received_plan(plan) -> FederatedPlan:
-    """An agent's view of the plan: strictly parsed, digest checked, not re-derived."""
-    if isinstance(plan, dict):
-        return plan_from_dict(plan)
-    if not isinstance(plan, FedCPQQPlan | FedCP2QQPlan):
+    """An agent's view of the plan: strictly parsed, digest checked, not re-derived.
+
+    A plan object gets the same checks as its dict form (it may have been edited).
+    """
+    if isinstance(plan, FedCPQQPlan | FedCP2QQPlan):
+        plan = plan_to_dict(plan)
+    if not isinstance(plan, dict):
         raise TypeError(
             f"plan must be a FedCPQQPlan, a FedCP2QQPlan or a dict; got {type(plan).__name__}."
         )
-    return plan
+    return plan_from_dict(plan)
 
 
 def _check_agent(plan: FederatedPlan, agent) -> int:

@@ -216,6 +216,16 @@ def _parse_qq(data: dict[str, Any]) -> FedCPQQPlan:
     return FedCPQQPlan(**values)
 
 
+def _check_paper_levels(levels: tuple[float, ...], releases: tuple[bool, ...]) -> None:
+    """Paper-scaling levels ``q = max((l + c) / n, 1/2) < 1`` (its sensitivity needs q < 1)."""
+    for agent, (level, release) in enumerate(zip(levels, releases, strict=True)):
+        if release and not 0.5 <= level < 1.0:
+            raise ValueError(
+                f"plan field 'local_levels[{agent}]' must lie in [0.5, 1) under the paper "
+                f"scaling (q = max((l + c) / n, 1/2) < 1); got {level!r}."
+            )
+
+
 def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
     values = _common(data)
     feasible = values["feasible"]
@@ -247,6 +257,8 @@ def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
         _real(f"local_levels[{i}]", v, 0.0, 1.0, open_low=release)
         for i, (v, release) in enumerate(zip(levels, values["releases"], strict=True))
     )
+    if scaling == "paper":
+        _check_paper_levels(values["local_levels"], values["releases"])
     values["table_coverage"] = _real("table_coverage", data["table_coverage"], 0.0, 1.0)
     values["coverage_lower_bound"] = _real(
         "coverage_lower_bound", data["coverage_lower_bound"], 0.0, 1.0

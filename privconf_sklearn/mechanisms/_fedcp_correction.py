@@ -32,6 +32,7 @@ epsilon-DP. The correction is about half the paper's at ``q`` near 1.
 from __future__ import annotations
 
 import math
+import sys
 
 __all__ = [
     "agent_failure_probability",
@@ -44,14 +45,21 @@ __all__ = [
 #: Relative safety margin on the floating-point comparisons of the proofs' conditions.
 _MARGIN = 1e-12
 
+#: A correction this large exceeds every agent's size (at most 10^9): none can release.
+_UNREACHABLE_CORRECTION = 2.0**53
+
 
 def agent_failure_probability(gamma: float, alpha: float, n_agents: int) -> float:
     """``delta = 1 - (1 - gamma alpha)^(1/m)``, rounded down (never above the exact value).
 
     Computed as ``-expm1(log1p(-gamma alpha) / m)`` and lowered by a relative 1e-12, so
-    that ``(1 - delta)^m >= 1 - gamma alpha`` holds despite rounding.
+    that ``(1 - delta)^m >= 1 - gamma alpha`` holds despite rounding. That holds while
+    every intermediate is a normal float; below the smallest normal float (a vanishing
+    ``gamma alpha``) subnormal rounding is coarser than the margin, and the result is
+    0.0: no failure probability is allowed, so no agent can release (callers check).
     """
-    return -math.expm1(math.log1p(-gamma * alpha) / n_agents) * (1.0 - _MARGIN)
+    delta = -math.expm1(math.log1p(-gamma * alpha) / n_agents)
+    return delta * (1.0 - _MARGIN) if delta >= sys.float_info.min else 0.0
 
 
 def tight_level(local_rank: int, correction: int, n_samples: int) -> float:
@@ -106,9 +114,13 @@ def tight_correction(
     return c
 
 
-def paper_correction(epsilon: float, n_bins: int, delta: float) -> int:
-    """``l_cor = ceil(2/epsilon log(B / delta))``, Eq. (10) of Humbert et al. (2023)."""
-    return math.ceil(2.0 / epsilon * math.log(n_bins / delta))
+def paper_correction(epsilon: float, n_bins: int, delta: float) -> int | None:
+    """``l_cor = ceil(2/epsilon log(B / delta))``, Eq. (10) of Humbert et al. (2023).
+
+    None when it exceeds ``2^53`` (every agent's size), e.g. for a vanishing epsilon.
+    """
+    correction = 2.0 / epsilon * math.log(n_bins / delta)
+    return math.ceil(correction) if correction < _UNREACHABLE_CORRECTION else None
 
 
 def largest_releasable_rank(
@@ -120,13 +132,14 @@ def largest_releasable_rank(
     condition at ``q = 1``). Paper: ``l + l_cor <= n - 1`` (the level must stay below 1).
     """
     if scaling == "paper":
-        return max(n_samples - 1 - paper_correction(epsilon, n_bins, delta), 0)
+        correction = paper_correction(epsilon, n_bins, delta)
+        return 0 if correction is None else max(n_samples - 1 - correction, 0)
     # Releasable iff c = n - l (q = 1 exactly) satisfies the condition:
     # epsilon (n - l + 1) >= log((B - 1)/delta) (1 + margin), and that set of l is
     # {1..l_max} (a releasable l - 1 needs at most one more correction step).
     log_term = math.log((n_bins - 1) / delta)
-    rank = min(math.floor(n_samples + 1 - log_term * (1.0 + _MARGIN) / epsilon), n_samples)
-    rank = max(rank, 0)
+    estimate = n_samples + 1 - log_term * (1.0 + _MARGIN) / epsilon  # -inf: none
+    rank = math.floor(min(max(estimate, 0.0), n_samples))
     while rank > 0 and not _tight_condition(rank, n_samples - rank, n_samples, epsilon, log_term):
         rank -= 1
     while rank < n_samples and _tight_condition(

@@ -12,6 +12,10 @@ fixes, from the agents' (public) sizes, ``alpha`` and, for the private protocol,
   each agent's rank raised by its correction (:mod:`._fedcp_correction`); ``gamma`` and
   the number of bins ``B`` are chosen on grids when "auto" (:func:`plan_fedcp2_qq`).
 
+Agents with more than :data:`MAX_SAMPLE_SIZE` scores use a uniformly random subset of
+that size, and plans are made for the sizes so capped (:func:`_capped`): planning cost
+does not grow with the agents' sizes.
+
 Plans are frozen dataclasses of public quantities, cached on their inputs; the JSON
 transport (digests, versions) lives in :mod:`privconf_sklearn.federated`.
 """
@@ -46,6 +50,7 @@ __all__ = [
     "MAX_AGENTS",
     "MAX_AGENT_SIZE",
     "MAX_BINS",
+    "MAX_SAMPLE_SIZE",
     "FedCP2QQPlan",
     "FedCPQQPlan",
     "FederatedPlan",
@@ -74,6 +79,13 @@ MAX_AGENTS = 10_000
 
 #: Largest calibration size of one agent.
 MAX_AGENT_SIZE = 10**9
+
+#: Largest number of scores an agent uses: a larger agent uses a uniformly random subset
+#: of this size (its ``sample_sizes`` entry), and the plan is made, and its coverage
+#: certified exactly, for the sizes so capped. Planning cost grows with the sizes (a
+#: table for agents of 10^9 scores takes minutes); at this size the certified excess
+#: over the level is already of order 1e-5.
+MAX_SAMPLE_SIZE = 10**4
 
 #: Largest number of bins (each agent allocates one count per bin).
 MAX_BINS = 10**6
@@ -111,8 +123,9 @@ class FedCPQQPlan:
     reason : str
         Why the plan is infeasible, or empty.
     sample_sizes : tuple of int
-        ``n'_j <= n_j``: agent ``j`` uses a uniformly random subset of ``n'_j`` of its
-        scores (all of them when ``n'_j = n_j``). Empty when infeasible.
+        ``n'_j <= min(n_j, MAX_SAMPLE_SIZE)``: agent ``j`` uses a uniformly random subset
+        of ``n'_j`` of its scores (all of them when ``n'_j = n_j``). Empty when
+        infeasible.
     local_ranks : tuple of int
         ``l_j``: agent ``j`` sends the ``l_j``-th smallest score of its subset, or the
         top of the range (1.0) without reading its data when ``l_j > n'_j``.
@@ -267,19 +280,34 @@ def _unequal_table(sizes: tuple[int, ...], level: Fraction) -> _Table | None:
     return searched
 
 
+def _capped(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The sizes plans are made for: at most :data:`MAX_SAMPLE_SIZE` (larger agents subsample)."""
+    return tuple(min(n, MAX_SAMPLE_SIZE) for n in sizes)
+
+
 def _fedcp_qq_table(sizes: tuple[int, ...], alpha: float) -> _Table | None:
+    sizes = _capped(sizes)
     level = 1 - Fraction(alpha)
     if len(set(sizes)) == 1:
         return _equal_table(len(sizes), sizes[0], level)
     return _unequal_table(sizes, level)
 
 
+def _needed(n_agents: int, needed: int) -> str:
+    """``"every agent needs at least N calibration scores for m agents"``."""
+    if needed > MAX_SAMPLE_SIZE:
+        return (
+            f"every agent would need more than the {MAX_SAMPLE_SIZE} scores an agent uses "
+            f"(larger agents subsample) for {n_agents} agents"
+        )
+    return f"every agent needs at least {needed} calibration scores for {n_agents} agents"
+
+
 def _fedcp_qq_reason(sizes: tuple[int, ...], alpha: float) -> str:
     needed = min_informative_size(len(sizes), alpha)
     return (
         f"no quantile-of-quantiles ranks reach coverage 1 - alpha = {1 - alpha:g} with "
-        f"{_describe(sizes)}: every agent needs at least {needed} calibration scores for "
-        f"{len(sizes)} agents (or use more agents)."
+        f"{_describe(sizes)}: {_needed(len(sizes), needed)} (or use more agents)."
     )
 
 
@@ -332,7 +360,7 @@ def _corrected_agents(table: _Table, epsilon, n_bins, delta, scaling) -> _Agents
         if rank <= n:
             if scaling == "paper":
                 correction = paper_correction(epsilon, n_bins, delta)
-                if rank + correction > n - 1:
+                if correction is not None and rank + correction > n - 1:
                     correction = None
             else:
                 correction = tight_correction(rank, n, epsilon, n_bins, delta)
@@ -396,6 +424,11 @@ class _PrivateTable:
 #: idealised uniform scores are only used when no other pair is feasible.
 TRIVIAL_TOLERANCE = 0.001
 
+#: The idealised top probability is computed at no larger epsilon: beyond it the weight
+#: of every edge but the most likely ones is already zero in double precision, while
+#: ``epsilon n`` would overflow from about 10^299 on.
+SATURATING_EPSILON = 1e200
+
 
 def _log_geometric(log_first: float, log_ratio: float, count: int) -> float:
     """``log sum_{i < count} exp(log_first + i log_ratio)`` for ``log_ratio <= 0``."""
@@ -411,8 +444,10 @@ def _idealised_top_probability(n: int, q: float, epsilon: float, n_bins: int, sc
 
     The ``n`` scores spread evenly over the ``B`` bins: edge ``j`` has ``n (j - 1)/B``
     scores below and ``n (B - j)/B`` above, so the exponent is the larger of two linear
-    functions of ``j`` and the normaliser two geometric sums.
+    functions of ``j`` and the normaliser two geometric sums. Computed at
+    ``min(epsilon, SATURATING_EPSILON)``.
     """
+    epsilon = min(epsilon, SATURATING_EPSILON)
     if scaling == "paper":
         sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
         slope_below, slope_above = (
@@ -452,20 +487,24 @@ def _equal_candidates(m, n, alpha, epsilon, gamma, bins, scaling) -> list[tuple[
     on idealised uniform scores.
     """
     delta = agent_failure_probability(gamma, alpha, m)
+    if delta == 0.0:  # a vanishing gamma alpha: no agent can release
+        return []
+    limits = [largest_releasable_rank(n, epsilon, n_bins, delta, scaling) for n_bins in bins]
+    if max(limits) < 1:  # no agent can release (e.g. a vanishing epsilon): skip the frontier
+        return []
     frontier = qq_frontier(m, n, _level(alpha, gamma))
     ranks = np.asarray(frontier.ranks)
     order = np.lexsort((np.arange(m), ranks, np.asarray(frontier.values)))
     sorted_ranks = ranks[order]
     found: list[tuple[int, int, int, int]] = []  # (B, limit, k, target rank)
-    for n_bins in bins:
-        limit = largest_releasable_rank(n, epsilon, n_bins, delta, scaling)
+    for n_bins, limit in zip(bins, limits, strict=True):
         usable = np.flatnonzero(sorted_ranks <= limit)
         if limit < 1 or usable.size == 0:
             continue
         k = int(order[usable[0]]) + 1
         rank = int(ranks[k - 1])
         if scaling == "paper":
-            correction: int | None = paper_correction(epsilon, n_bins, delta)
+            correction = paper_correction(epsilon, n_bins, delta)
         else:
             correction = tight_correction(rank, n, epsilon, n_bins, delta)
         if correction is not None:
@@ -608,7 +647,7 @@ def _private_reason(sizes, alpha, epsilon, n_bins_request, gamma_request, scalin
             "(1 - alpha)/(1 - gamma alpha) exceeds the agents' data for every gamma and "
             "number of bins tried"
         )
-        hint = f"every agent needs at least {needed} calibration scores for {len(sizes)} agents"
+        hint = _needed(len(sizes), needed)
     else:
         detail = (
             "fewer agents can release within their data than the server rank needs, for every gamma"
@@ -690,6 +729,7 @@ def plan_fedcp2_qq(
 
 @lru_cache(maxsize=512)
 def _private_choice(sizes, alpha, epsilon, n_bins_request, gamma_request, scaling):
+    sizes = _capped(sizes)
     gammas = GAMMA_GRID if gamma_request == "auto" else (float(gamma_request),)
     bins = BIN_GRID if n_bins_request == "auto" else (int(n_bins_request),)
     if len(set(sizes)) == 1:
@@ -822,6 +862,8 @@ def make_plan(
     ----------
     agent_sizes : sequence of int
         Public calibration size of each agent (2 to 10 000 agents, each at most 10^9).
+        An agent with more than :data:`MAX_SAMPLE_SIZE` (10^4) scores uses a uniformly
+        random subset of that size (the plan's ``sample_sizes``).
     alpha : float
         Target miscoverage in (0, 1).
     epsilon : float or None, default=None

@@ -11,7 +11,9 @@ machines, with all agents in one process.
 Agent sizes are public (as ``n`` is for every mechanism); the coverage certificate,
 computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
 :meth:`FedCPQQ.coverage_certificate`, or set ``n_agents`` on the mechanism to certify
-``n_samples`` scores spread evenly over ``n_agents`` agents.
+``n_samples`` scores spread evenly over ``n_agents`` agents. An agent with more than
+10^4 scores uses a uniformly random subset of 10^4 (``details["sample_sizes"]``), so
+that planning cost does not grow with the agents' sizes.
 """
 
 from __future__ import annotations

@@ -73,11 +73,13 @@ def query_count(lower: float, upper: float, step: float) -> tuple[int, int]:
         ``ceil(log2((upper - lower) / step))`` before the cap.
     """
     width = upper - lower
-    requested = max(1, math.ceil(math.log2(width / step)))
-    while math.ldexp(width, -requested) > step:
-        requested += 1
-    while requested > 1 and math.ldexp(width, -(requested - 1)) <= step:
-        requested -= 1
+    # With width = w 2**e and step = s 2**f (w, s in [1/2, 1)), width / step lies in
+    # (2**(e - f - 1), 2**(e - f + 1)) and is at most 2**(e - f) exactly when w <= s:
+    # exact, and no quotient to overflow however small step is.
+    width_mantissa, width_exponent = math.frexp(width)
+    step_mantissa, step_exponent = math.frexp(step)
+    halvings = width_exponent - step_exponent + (width_mantissa > step_mantissa)
+    requested = max(1, halvings)
     spacing = float(np.spacing(max(abs(lower), abs(upper))))
     resolvable = 0
     while math.ldexp(width, -(resolvable + 1)) >= spacing:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from .._random import NoiseSource
 from .._validation import check_alpha, split_conformal_rank
 from ..privacy import PrivacyGuarantee
 from ._base import (
+    MAX_PLANNED_SAMPLES,
     Calibration,
     CoverageCertificate,
     QuantileMechanism,
@@ -27,8 +31,9 @@ class SplitConformal(QuantileMechanism):
 
     If ``k > n`` the level is unreachable: the threshold is the top of the range and
     the calibration is marked infeasible (:meth:`min_informative_samples` gives the
-    smallest ``n`` that reaches it). If the ``k``-th smallest score is itself 1, the
-    release is the top of the range too, with a warning.
+    smallest ``n`` that reaches it, ``ceil(1 / alpha) - 1``, and refuses beyond
+    ``10^15``). If the ``k``-th smallest score is itself 1, the release is the top of
+    the range too, with a warning.
 
     Examples
     --------
@@ -52,13 +57,38 @@ class SplitConformal(QuantileMechanism):
         k = split_conformal_rank(n_samples, alpha)
         if k > n_samples:
             return CoverageCertificate(
-                1.0, feasible=False, reason=_unreachable(k, n_samples, alpha)
+                1.0, feasible=False, reason=self._unreachable(k, n_samples, alpha)
             )
         return CoverageCertificate(k / (n_samples + 1))
 
     def min_informative_samples(self, alpha: float) -> int:
-        """Smallest ``n`` with ``ceil((n + 1)(1 - alpha)) <= n`` (closed form)."""
-        return conformal_rank_min_n(check_alpha(alpha))
+        """Smallest ``n`` with ``ceil((n + 1)(1 - alpha)) <= n`` (closed form, exact).
+
+        Parameters
+        ----------
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        int
+            :func:`conformal_rank_min_n` of ``alpha``.
+
+        Raises
+        ------
+        ValueError
+            If that size exceeds ``10^15`` (``alpha`` below about ``1e-15``), as for
+            every mechanism of the library.
+        """
+        alpha = check_alpha(alpha)
+        n = conformal_rank_min_n(alpha)
+        if n > MAX_PLANNED_SAMPLES:
+            raise ValueError(
+                f"{self!r} at alpha = {alpha!r}: no calibration size up to "
+                f"{MAX_PLANNED_SAMPLES:.0e} can return non-trivial sets at this level "
+                "(split conformal needs n >= 1 / alpha - 1)."
+            )
+        return n
 
     def _calibrate_from_statistics(
         self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
@@ -67,7 +97,7 @@ class SplitConformal(QuantileMechanism):
         k = split_conformal_rank(n, alpha)
         if k > n:
             return infeasible_calibration(
-                type(self).__name__, n, alpha, _unreachable(k, n, alpha), rank=k
+                type(self).__name__, n, alpha, self._unreachable(k, n, alpha), rank=k
             )
         threshold = statistics.kth_smallest(k)
         reason = (
@@ -89,19 +119,29 @@ class SplitConformal(QuantileMechanism):
             details={"rank": k},
         )
 
-
-def _unreachable(k: int, n: int, alpha: float) -> str:
-    return (
-        f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: at least "
-        f"{conformal_rank_min_n(alpha)} calibration scores are needed for alpha = {alpha}."
-    )
+    def _unreachable(self, k: int, n: int, alpha: float) -> str:
+        return (
+            f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: "
+            f"{self._needed_samples(alpha)} are needed for alpha = {alpha}."
+        )
 
 
 def conformal_rank_min_n(alpha: float) -> int:
-    """Smallest n for which ``ceil((n + 1)(1 - alpha)) <= n``."""
-    # (n + 1)(1 - alpha) <= n  <=>  n >= (1 - alpha) / alpha; search from the floor up
-    # in exact arithmetic to avoid an off-by-one from rounding.
-    n = max(1, int((1.0 - alpha) / alpha) - 1)
-    while split_conformal_rank(n, alpha) > n:
-        n += 1
-    return n
+    """Smallest ``n`` for which ``ceil((n + 1)(1 - alpha)) <= n``, in O(1).
+
+    ``ceil(x) <= n`` iff ``x <= n``, and ``(n + 1)(1 - alpha) <= n`` iff
+    ``(n + 1) alpha >= 1``, so ``n = ceil(1 / alpha) - 1`` (at least 1, as
+    ``alpha < 1``), computed in exact rational arithmetic on the binary value of
+    ``alpha``: no rounding, and an exact (possibly huge) integer for any ``alpha > 0``.
+
+    Parameters
+    ----------
+    alpha : float
+        Miscoverage level in (0, 1).
+
+    Returns
+    -------
+    int
+        The smallest calibration size that reaches ``1 - alpha``.
+    """
+    return math.ceil(1 / Fraction(alpha)) - 1

@@ -290,7 +290,8 @@ def test_fedcp2qq_huge_epsilon_is_essentially_noiseless(scaling):
 def test_fedcp2qq_vanishing_epsilon_is_an_honest_infeasible_release(epsilon, scaling):
     scores, groups = np.random.default_rng(0).uniform(size=500), np.arange(500) % 5
     mechanism = FedCP2QQ(epsilon, scaling=scaling)
-    with pytest.warns(InfeasibleCalibrationWarning, match="more than the 10000 scores an agent uses"):
+    needed = "more than the 10000 scores an agent uses"
+    with pytest.warns(InfeasibleCalibrationWarning, match=needed):
         calibration = mechanism.calibrate(scores, ALPHA, groups=groups, random_state=0)
     assert calibration.threshold == 1.0 and calibration.privacy.epsilon == 0.0
     assert mechanism.min_informative_samples(ALPHA, n_agents=5) == 10**9 + 1

@@ -1,10 +1,14 @@
 """Command line: ``python -m privconf_sklearn demo`` and ``... card show|verify card.json``.
 
+``card show`` prints the card as Markdown (or JSON), marking every part its signature
+does not cover; ``card verify`` prints the verification, the failed clauses with their
+reasons when the contract is not met.
+
 Exit codes: 0 success (``card verify``: the contract is met); 1 ``card verify``: the
 contract is not met, or the card records none; 2 a usage error (bad option or value,
-printed by argparse as one line), or ``card`` could not read the file, or ``card
-verify`` found the card inconsistent. A closed output pipe (``| head``) ends the output
-quietly.
+printed by argparse as one line), or ``card`` could not read the file (also a card of
+an earlier format version, with the reason), or ``card verify`` found the card
+inconsistent. A closed output pipe (``| head``) ends the output quietly.
 """
 
 from __future__ import annotations

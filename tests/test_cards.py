@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import warnings
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -105,6 +106,13 @@ class AddRemoveOnly(QuantileMechanism):
 
     def _calibrate(self, scores, alpha, groups, noise):  # pragma: no cover - not calibrated
         raise NotImplementedError
+
+
+class ReplaceOneOnly(AddRemoveOnly):
+    """A stand-in mechanism whose guarantee holds under replace-one adjacency only."""
+
+    def privacy_guarantee(self):
+        return PrivacyGuarantee.pure(self.epsilon, adjacency="replace-one", description="test")
 
 
 DEMO_CONTRACT = Contract(0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=1e-3)
@@ -334,7 +342,8 @@ def test_formal_and_diagnostic_layers_per_notion():
     unreachable = cards["unreachable"]
     assert unreachable.decision == "infeasible"
     assert unreachable.calibration_privacy.epsilon == 0.0
-    assert [c.name for c in unreachable.clauses if not c.satisfied] == ["level_reachable"]
+    failed = [c.name for c in unreachable.clauses if not c.satisfied]
+    assert failed == ["level_reachable", "informative"]
     assert not unreachable.release.informative and unreachable.release.reason
     assert verify_card(unreachable).status == "rejected"
 
@@ -358,15 +367,46 @@ def _trivial_feasible_card():
     )
 
 
-def test_uninformative_release_never_reads_as_unqualified_feasible():
+def test_contracts_require_an_informative_release_by_default():
+    """Issue 23 item 5: an all-label release does not meet a default contract."""
     card = _trivial_feasible_card()
-    assert card.decision == "feasible"  # Eq. (3) as the paper defines it
+    assert DEMO_CONTRACT.require_informative
     assert not card.release.informative
     assert card.release.reason == "the sampled bin was the top one"
-    assert card.to_markdown().startswith("# Contract card — FEASIBLE — UNINFORMATIVE")
+    assert card.decision == "infeasible"
+    failed = [c for c in card.clauses if not c.satisfied]
+    assert [c.name for c in failed] == ["informative"]  # Eq. (3) itself holds
+    assert "every set holds every label" in failed[0].requirement
+    markdown = card.to_markdown()
+    assert markdown.startswith("# Contract card — INFEASIBLE — UNINFORMATIVE")
+    assert "Failed clauses: `informative`" in markdown
+    assert "the release must be informative" in markdown
+    result = verify_card(card.to_json())
+    assert result.status == "rejected" and result.exit_code == 1
+    assert result.informative is False
+    assert "contract not met (informative)" in result.report()
+    assert "[FAIL] informative" in result.report()
+
+
+def test_a_contract_may_accept_an_uninformative_release_but_never_silently():
+    contract = replace(DEMO_CONTRACT, require_informative=False)
+    card = _trivial_feasible_card().with_contract(contract)
+    assert card.decision == "feasible"  # Eq. (3) as the paper defines it
+    clause = dict((c.name, c) for c in card.clauses)["informative"]
+    assert clause.satisfied and "not required" in clause.requirement
+    assert "UNINFORMATIVE" in clause.requirement
+    markdown = card.to_markdown()
+    assert markdown.startswith("# Contract card — FEASIBLE — UNINFORMATIVE")
+    assert "the release may be trivial" in markdown
     result = verify_card(card.to_json())
     assert result.status == "accepted" and result.informative is False
     assert "UNINFORMATIVE" in result.report()
+    # A plan has no release yet: the clause is checked once calibrated.
+    planned = ContractCard.for_configuration(
+        ExponQ(epsilon=1.0), 3000, 0.1, contract=DEMO_CONTRACT, epsilon_train=2.0
+    )
+    clause = dict((c.name, c) for c in planned.clauses)["informative"]
+    assert clause.satisfied and "checked once calibrated" in clause.requirement
     informative = _cards()["exponq"]
     assert informative.release.informative
     assert verify_card(informative).informative is True
@@ -394,10 +434,11 @@ def test_regression_release_at_the_upper_bound_is_not_feasible():
     assert "upper score bound" in card.release.reason
     assert card.decision == "infeasible"
     failed = {c.name: c for c in card.clauses if not c.satisfied}
-    assert set(failed) == {"coverage"} and failed["coverage"].value == 0.0
+    assert set(failed) == {"coverage", "informative"} and failed["coverage"].value == 0.0
     assert "coverage guarantee does not hold" in card.to_markdown()
     result = verify_card(card.to_json())
-    assert result.status == "rejected" and [c.name for c in result.failed_clauses] == ["coverage"]
+    assert result.status == "rejected"
+    assert [c.name for c in result.failed_clauses] == ["coverage", "informative"]
     assert "n_scores_above_bounds" not in card.to_json()
 
 
@@ -460,6 +501,7 @@ def test_calibration_budget_is_stated_under_the_users_adjacency():
     mechanism = AddRemoveOnly(1.0)
     registry = {"AddRemoveOnly": AddRemoveOnly}
     contract = Contract(0.85, max_epsilon_train=1.0, max_epsilon_cal=1.5, beta=0.0)
+    assert contract.adjacency == "replace-one"
     card = ContractCard.for_configuration(mechanism, 100, 0.1, contract=contract, epsilon_train=1.0)
     assert card.calibration_privacy.epsilon == 2.0  # group privacy: replace = remove + add
     assert card.calibration_privacy.adjacency == "replace-one"
@@ -467,11 +509,30 @@ def test_calibration_budget_is_stated_under_the_users_adjacency():
     result = verify_card(card.to_json(), mechanisms=registry)
     assert result.status == "rejected"
     assert [c.name for c in result.failed_clauses] == ["epsilon_cal"]
+    # Issue 24: the same guarantee stated under add/remove (epsilon 1) does not meet a
+    # contract stated under replace-one: the clause restates it (2 > 1.5).
     stated = ContractCard.for_configuration(
         mechanism, 100, 0.1, contract=contract, epsilon_train=1.0, adjacency="add/remove"
     )
     assert stated.calibration_privacy.epsilon == 1.0
-    assert verify_card(stated.to_json(), mechanisms=registry).status == "accepted"
+    clause = dict((c.name, c) for c in stated.clauses)["epsilon_cal"]
+    assert not clause.satisfied and clause.value == 2.0
+    assert clause.requirement == "eps_cal (under replace-one adjacency) <= 1.5"
+    assert verify_card(stated.to_json(), mechanisms=registry).status == "rejected"
+    # A contract stated under add/remove is met by it.
+    add_remove = replace(contract, adjacency="add/remove")
+    met = stated.with_contract(add_remove)
+    assert dict((c.name, c.value) for c in met.clauses)["epsilon_cal"] == 1.0
+    assert verify_card(met.to_json(), mechanisms=registry).status == "accepted"
+    # Replace-one does not imply add/remove: such a guarantee counts as infinite there.
+    replace_only = ContractCard.for_configuration(
+        ReplaceOneOnly(0.5), 100, 0.1, contract=add_remove, epsilon_train=1.0
+    )
+    clause = dict((c.name, c) for c in replace_only.clauses)["epsilon_cal"]
+    assert not clause.satisfied and math.isinf(clause.value)
+    assert "stated for replace-one neighbours only" in clause.requirement
+    result = verify_card(replace_only.to_json(), mechanisms={"ReplaceOneOnly": ReplaceOneOnly})
+    assert result.status == "rejected"
     monotone = ContractCard.for_configuration(_monotone_exponq(1.0), 5000, 0.1)
     assert monotone.calibration_privacy.epsilon == 2.0
     assert verify_card(monotone.to_json()).status == "unchecked"
@@ -648,6 +709,11 @@ def test_bad_records_and_contracts_are_refused():
         ContractCard.from_dict(
             {"schema": "other", "schema_version": 2, "formal": {}, "formal_sha256": ""}
         )
+    with pytest.raises(ValueError, match="adjacency"):
+        Contract(0.9, 1.0, 1.0, 1e-3, adjacency="neighbours")
+    for flag in ("yes", 1, None):
+        with pytest.raises(TypeError, match="require_informative"):
+            Contract(0.9, 1.0, 1.0, 1e-3, require_informative=flag)
 
 
 # -------------------------------------------------------------- Markdown
@@ -672,6 +738,11 @@ def test_markdown_is_the_template_filled_in():
     text = cards["unreachable"].to_markdown()
     assert text.startswith("# Contract card — INFEASIBLE — UNINFORMATIVE")
     assert "Failed clauses: `level_reachable`" in text
+    assert "| adjacency | require_informative |" in text
+    assert "Budgets are stated under replace-one adjacency" in text
+    with pytest.warns(OwnerDiagnosticsWarning):
+        owner = cards["dpaps"].to_markdown(include_owner_diagnostics=True)
+    assert "## Owner diagnostics — NOT covered by the privacy guarantee, UNSIGNED" in owner
     assert "No contract recorded" in cards["split_no_privacy"].to_markdown()
     assert "$" not in "".join(card.to_markdown() for card in cards.values())
 
@@ -689,3 +760,35 @@ def test_card_records_the_fitted_calibration_not_parameters_changed_since():
     assert card.configuration.alpha == 0.1
     assert card.configuration.nominal_coverage == pytest.approx(0.9)
     assert verify_card(card.to_json()).status == "unchecked"  # no contract: consistent
+
+
+def test_search_screens_under_the_contracts_adjacency():
+    """Each configuration's guarantee is restated under the contract's adjacency before
+    the screening: a monotone ExponQ stated under add/remove costs 2 epsilon here."""
+    from privconf_sklearn.model_selection import CertificateAwareSearch
+
+    _, _, X_cal, y_cal, *_ = _data()
+    template = PrivateConformalClassifier(
+        _model(), mechanism=_monotone_exponq(1.0), adjacency="add/remove", random_state=0
+    )
+    grid = {"alpha": [0.1], "calibration_size": [2000]}
+    contract = Contract(0.85, max_epsilon_train=2.0, max_epsilon_cal=1.5, beta=0.0)
+    search = CertificateAwareSearch(template, contract=contract, param_grid=grid)
+    (candidate,) = search.screen()
+    assert candidate.calibration.epsilon == 1.0  # as the estimator states it
+    assert candidate.status == "infeasible" and candidate.note == "fails epsilon_cal"
+    card = search.fit(X_cal, y_cal).card_
+    assert card.decision == "infeasible"
+    assert dict((c.name, c.value) for c in card.clauses)["epsilon_cal"] == 2.0
+    assert verify_card(card.to_json()).status == "rejected"
+    met = CertificateAwareSearch(
+        template, contract=replace(contract, adjacency="add/remove"), param_grid=grid
+    )
+    assert met.screen()[0].status == "skipped"
+    # A calibrated search: its composed spend is restated too (2, within a budget of 2).
+    wider = CertificateAwareSearch(
+        template, contract=replace(contract, max_epsilon_cal=2.0), param_grid=grid
+    ).fit(X_cal, y_cal)
+    assert wider.card_.selection.spent_epsilon_cal == 1.0  # under the estimator's add/remove
+    assert dict((c.name, c.value) for c in wider.card_.clauses)["epsilon_cal"] == 2.0
+    assert verify_card(wider.card_.to_json()).status == "accepted"

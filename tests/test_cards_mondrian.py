@@ -98,8 +98,9 @@ def test_contract_must_hold_in_every_group_and_trivial_groups_are_flagged():
     assert not rare.release.informative and rare.release.threshold == 1.0
     card = ContractCard.from_estimator(estimator, CONTRACT)
     failed = {c.name: c for c in card.clauses if not c.satisfied}
-    assert card.decision == "infeasible" and set(failed) == {"level_reachable"}
+    assert card.decision == "infeasible" and set(failed) == {"level_reachable", "informative"}
     assert "unreachable in groups 2" in failed["level_reachable"].requirement
+    assert "uninformative in groups 2" in failed["informative"].requirement
     result = verify_card(card.to_json())
     assert result.status == "rejected" and result.uninformative_groups == (2,)
     assert "UNINFORMATIVE releases in groups 2" in result.report()
@@ -128,7 +129,8 @@ def test_private_group_sizes_publish_only_the_released_sizes():
     assert card.configuration.group_sizes.params["epsilon"] == 0.5
     # ExponQ 1 + sizes 0.5, doubled under replace-one: 3 > max_epsilon_cal.
     assert card.calibration_privacy.epsilon == pytest.approx(3.0)
-    assert [c.name for c in card.clauses if not c.satisfied] == ["level_reachable", "epsilon_cal"]
+    failed = [c.name for c in card.clauses if not c.satisfied]
+    assert failed == ["level_reachable", "epsilon_cal", "informative"]
     published = json.loads(card.to_json())
     assert "owner_diagnostics" not in published
     text = json.dumps(published)
@@ -231,7 +233,12 @@ def test_callable_groups_regression_card():
     assert verify_card(card.to_json()).status == "unchecked"
     assert "second_column_positive" in card.to_markdown()
     renamed = _edit(card.to_json(), lambda f: f["calibrations"][0].update(group=7))
-    assert any("group_ids" in p for p in verify_card(renamed).problems)
+    assert any("configuration.groups" in p for p in verify_card(renamed).problems)
+    both = _edit(
+        card.to_json(),
+        lambda f: (f["calibrations"][0].update(group=7), f["configuration"].update(groups=[7, 1])),
+    )
+    assert any("group_ids" in p for p in verify_card(both).problems)
 
 
 def test_coverage_clause_is_the_worst_groups():

@@ -3,12 +3,13 @@
 import subprocess
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 
 from privconf_sklearn.__main__ import main
 from privconf_sklearn.cards import Contract, ContractCard
-from privconf_sklearn.mechanisms import ExponQ
+from privconf_sklearn.mechanisms import Calibration, ExponQ
 
 CONTRACT = Contract(0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=1e-3)
 
@@ -159,3 +160,55 @@ def test_verify_with_a_public_key(tmp_path, capsys):
         main(["card", "verify", str(tmp_path / "signed.json"), "--public-key", str(garbage)]) == 2
     )
     assert "error:" in capsys.readouterr().err
+
+
+def _trivial_card():
+    """A release at the top of the range (all labels) although the level is reachable."""
+    mechanism = ExponQ(epsilon=1.0)
+    calibration = Calibration(
+        mechanism="ExponQ",
+        threshold=1.0,
+        n_samples=3000,
+        alpha=0.1,
+        privacy=mechanism.privacy_guarantee(),
+        coverage_lower_bound=mechanism.coverage_certificate(3000, 0.1).lower_bound,
+        reason="the sampled bin was the top one",
+    )
+    return ContractCard.from_calibration(
+        calibration, mechanism, contract=CONTRACT, epsilon_train=2.0
+    )
+
+
+def test_verify_an_all_label_release_is_not_met(tmp_path, capsys):
+    """Issue 23 item 5: exit 1, "not met", with the reason."""
+    _trivial_card().save(tmp_path / "trivial.json")
+    assert main(["card", "verify", str(tmp_path / "trivial.json")]) == 1
+    out = capsys.readouterr().out
+    assert "REJECTED: contract not met (informative)" in out
+    assert "[FAIL] informative: the release is informative" in out
+    assert "every set holds every label" in out
+
+
+def test_show_marks_what_the_signature_does_not_cover(tmp_path, capsys):
+    met = _cards()[0]
+    met.save(tmp_path / "unsigned.json")
+    assert main(["card", "show", str(tmp_path / "unsigned.json")]) == 0
+    out = capsys.readouterr().out
+    assert "**Unsigned.** Nothing on this card is signed" in out
+    assert "## Diagnostic layer (not formal evidence; UNSIGNED, outside the digest)" in out
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    met.sign(ed25519.Ed25519PrivateKey.generate()).save(tmp_path / "signed.json")
+    assert main(["card", "show", str(tmp_path / "signed.json")]) == 0
+    out = capsys.readouterr().out
+    assert "the signature covers the schema header, the formal layer and the diagnostic" in out
+    assert "## Diagnostic layer (not formal evidence; signed)" in out
+
+
+def test_cards_of_the_previous_format_exit_2_with_the_reason(capsys):
+    old = Path(__file__).parent / "data" / "contract_card_v3.json"
+    assert main(["card", "verify", str(old)]) == 2
+    assert "written by an earlier privconf_sklearn" in capsys.readouterr().out
+    assert main(["card", "show", str(old)]) == 2
+    error = capsys.readouterr().err
+    assert "written by an earlier privconf_sklearn" in error and "Re-issue" in error
+    assert len(error.strip().splitlines()) == 1

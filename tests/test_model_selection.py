@@ -3,6 +3,7 @@
 import importlib.util
 import itertools
 import warnings
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def _search(target, *, max_epsilon_cal=8.0, grid=TABLE2_GRID, **kwargs):
         PrivateConformalClassifier(
             model,
             mechanism=DPAPS(epsilon=2.0, n_bins=20, beta=BETA),
-            conformity_score="aps",
+            # LAC: on this binary task APS scores sit in DP-APS's top bin, and a trivial
+            # release does not meet a contract (require_informative, issue 23).
+            conformity_score="lac",
             random_state=0,
         ),
         contract=Contract(
@@ -370,6 +373,9 @@ def test_search_spends_and_reports_under_the_estimators_adjacency(adjacency):
     assert search_ledger.spent_budget == alone_ledger.spent_budget == [(expected.epsilon, 0.0)]
     assert verify_card(search.card_.to_json()).status == "accepted"
     # A budget the estimator's adjacency does not afford makes the configuration infeasible.
-    tight = Contract(0.85, max_epsilon_train=4.0, max_epsilon_cal=1.0, beta=BETA)
+    tight = Contract(0.85, 4.0, max_epsilon_cal=1.0, beta=BETA, adjacency=adjacency)
     (planned,) = search.set_params(contract=tight).screen()
     assert planned.formally_feasible == (adjacency == "add/remove")
+    # A contract stated under replace-one restates an add/remove guarantee (2 epsilon).
+    (planned,) = search.set_params(contract=replace(tight, adjacency="replace-one")).screen()
+    assert not planned.formally_feasible

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import warnings
+from dataclasses import replace
 from functools import lru_cache
 
 import pytest
@@ -18,10 +19,11 @@ from hypothesis import strategies as st
 from sklearn.dummy import DummyRegressor
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
-from privconf_sklearn.cards import Contract, ContractCard, verify_card
+from privconf_sklearn.cards import CardFormatError, Contract, ContractCard, verify_card
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import DPAPS, ExponQ, SplitConformal
 from privconf_sklearn.model_selection import CertificateAwareSearch
+from privconf_sklearn.mondrian import PrivateGroupSizes, mondrian_privacy
 
 CONTRACT = Contract(0.7, max_epsilon_train=2.0, max_epsilon_cal=4.0, beta=1e-3)
 
@@ -35,7 +37,7 @@ def _search_card_json():
         PrivateConformalClassifier(
             model,
             mechanism=DPAPS(epsilon=2.0, n_bins=20, beta=1e-3),
-            conformity_score="aps",
+            conformity_score="lac",  # APS's top bin would make the release trivial
             random_state=0,
         ),
         contract=CONTRACT,
@@ -180,9 +182,14 @@ def test_untouched_and_structurally_edited_cards():
 
 
 def test_diagnostics_are_outside_the_digest():
+    """Not evidence: an unsigned card's diagnostics are outside the digest (the Markdown
+    says so); a signature covers them (test_signature_covers_the_diagnostics)."""
     data = json.loads(_search_card_json())
     data["diagnostics"]["empirical_coverage"] = 0.123
     assert verify_card(data).status == "accepted"
+    assert "(not formal evidence; UNSIGNED, outside the digest)" in (
+        ContractCard.from_dict(data).to_markdown()
+    )
 
 
 def test_documented_input_json_loads_with_float_encoding():
@@ -515,3 +522,189 @@ def test_fuzzed_cards_never_crash_the_verifier(index, value, reseal):
     assert result.status in ("accepted", "rejected", "unchecked", "inconsistent")
     if not reseal and _value(text, path) != value:
         assert result.status == "inconsistent"
+
+
+# ------------------------------------ issue 24: cards bind everything they state
+CONTRACT_5 = Contract(0.85, max_epsilon_train=math.inf, max_epsilon_cal=5.0, beta=1e-3)
+
+
+@lru_cache(maxsize=2)
+def _mondrian_card(group_sizes):
+    """Mondrian by class, ExponQ(2): class 0 informative, classes 1 and 2 (about 15
+    calibration rows each) trivial; private sizes cost 2 (0.5 + 2) = 5 under replace-one."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
+    y_train = np.repeat([0, 1, 2], 300)
+    y_cal = rng.choice(3, size=4000, p=[0.994, 0.003, 0.003])
+    X_train = centres[y_train] + rng.normal(size=(900, 2))
+    X_cal = centres[y_cal] + rng.normal(size=(4000, 2))
+    model = LogisticRegression().fit(X_train, y_train)
+    sizes = PrivateGroupSizes(epsilon=0.5) if group_sizes == "private" else "public"
+    estimator = PrivateConformalClassifier(
+        model,
+        mechanism=ExponQ(epsilon=2.0),
+        alpha=0.1,
+        mondrian="class",
+        group_sizes=sizes,
+        random_state=0,
+    )
+    with pytest.warns(UserWarning):  # classes 1 and 2 get the trivial release
+        estimator.fit_calibrate(X_cal, y_cal)
+    return ContractCard.from_estimator(estimator, CONTRACT_5)
+
+
+def _without_groups(card, keep):
+    """The attacker's edit: drop the other groups' entries, recompute what depends on
+    them (the composed guarantee, Eq. (3), the decision) and reseal; the public list
+    of groups (the classifier's classes) stays as published."""
+    entries = [entry for entry in card.calibrations if entry.group in keep]
+    sizes = PrivateGroupSizes(**card.configuration.group_sizes.params)
+    privacy = mondrian_privacy(
+        ExponQ(epsilon=2.0), sizes, "replace-one", n_groups_read=len(keep), n_groups=len(keep)
+    )
+    lie = ContractCard.build(
+        contract=card.contract,
+        configuration=replace(card.configuration, groups=tuple(keep)),
+        training_privacy=card.training_privacy,
+        calibration_privacy=privacy,
+        calibrations=entries,
+    )
+    assert (lie.calibration_privacy.epsilon, lie.decision) == (2.0, "feasible")
+    data = json.loads(lie.to_json())
+    data["formal"]["configuration"] = json.loads(card.to_json())["formal"]["configuration"]
+    return _reseal(data), lie
+
+
+def test_resealed_mondrian_card_without_its_trivial_groups_is_inconsistent():
+    """Issue 24: two trivial groups deleted, epsilon 5 -> 2, decision flipped to feasible."""
+    card = _mondrian_card("private")
+    assert card.configuration.groups == (0, 1, 2)  # the classifier's classes_
+    assert card.calibration_privacy.epsilon == 5.0 and card.decision == "infeasible"
+    assert verify_card(card.to_json()).status == "rejected"
+    edited, lie = _without_groups(card, [0])
+    result = verify_card(edited)
+    assert result.status == "inconsistent", result.report()
+    assert "one calibration entry per group of configuration.groups" in result.problems[0]
+    # Rewriting the public list itself states another model (a one-class classifier):
+    # an auditor who knows the model's classes sees it, and the signature rules it out.
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    issuer = ed25519.Ed25519PrivateKey.generate()
+    signed = json.loads(card.sign(issuer).to_json())
+    rewritten = json.loads(lie.to_json())
+    rewritten["signature"] = signed["signature"]
+    result = verify_card(rewritten, public_key=issuer.public_key())
+    assert result.status == "inconsistent" and "signature" in result.problems[0]
+
+
+@pytest.mark.parametrize("sizes", ["public", "private"])
+@pytest.mark.parametrize("group", [7, "junk", {"$repr": "object()"}, 0.0, True])
+def test_resealed_relabelled_or_junk_group_ids_are_inconsistent(group, sizes):
+    text = _mondrian_card(sizes).to_json()
+    assert verify_card(text).status == "rejected"
+    data = json.loads(text)
+    data["formal"]["calibrations"][0]["group"] = group  # the informative group: no clause names it
+    result = verify_card(_reseal(data))
+    assert result.status == "inconsistent", result.report()
+
+
+def test_resealed_restatement_under_another_adjacency_is_inconsistent():
+    """Issue 24: a monotone ExponQ card rejected at max_epsilon_cal 1.5 (2 epsilon under
+    replace-one) restated as add/remove with epsilon 1, clauses and decision to match."""
+    import numpy as np
+
+    mechanism = ExponQ(epsilon=1.0, scaling="monotone")
+    calibration = mechanism.calibrate(np.linspace(0, 1, 3000), 0.1, random_state=0)
+    contract = Contract(0.85, max_epsilon_train=2.0, max_epsilon_cal=1.5, beta=0.0)
+    card = ContractCard.from_calibration(
+        calibration, mechanism, contract=contract, epsilon_train=1.0
+    )
+    assert card.calibration_privacy.epsilon == 2.0 and card.decision == "infeasible"
+    assert verify_card(card.to_json()).status == "rejected"
+    data = json.loads(card.to_json())
+    stated = mechanism.privacy_guarantee()  # epsilon 1 under add/remove
+    data["formal"]["privacy"]["calibration"].update(
+        epsilon=stated.epsilon, adjacency=stated.adjacency, description=stated.description
+    )
+    for clause in data["formal"]["clauses"]:
+        if clause["name"] == "epsilon_cal":
+            clause.update(value=1.0, margin=0.5, satisfied=True)
+    assert all(clause["satisfied"] for clause in data["formal"]["clauses"])
+    data["formal"]["decision"] = "feasible"
+    result = verify_card(_reseal(data))
+    assert result.status == "inconsistent", result.report()
+    assert "formal.decision: recorded 'feasible', recomputed 'infeasible'." in result.problems
+
+
+def test_signature_covers_the_diagnostics():
+    """Issue 24: a signed card edited to empirical coverage 0.999 no longer verifies."""
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    issuer = ed25519.Ed25519PrivateKey.generate()
+    signed = ContractCard.from_json(_search_card_json()).sign(issuer)
+    text = signed.to_json()
+    assert verify_card(text, public_key=issuer.public_key()).authenticated
+    for name, value in [("empirical_coverage", 0.999), ("mean_set_size", 1.0)]:
+        data = json.loads(text)
+        data["diagnostics"][name] = value
+        result = verify_card(data, public_key=issuer.public_key())
+        assert result.status == "inconsistent", name
+        assert "signature" in " ".join(result.problems), name
+    data = json.loads(text)
+    data["diagnostics"]["mechanism_details"]["note"] = "audited"
+    assert verify_card(data, public_key=issuer.public_key()).status == "inconsistent"
+    # Without the key the signature is not checked, and the report says so.
+    unchecked = verify_card(data)
+    assert unchecked.status == "accepted" and unchecked.signed and not unchecked.authenticated
+    assert "signature: present, NOT checked" in unchecked.report()
+    assert "signature: none" in verify_card(_search_card_json()).report()
+    # The diagnostics are signed as they stand: evaluate first, then sign.
+    with pytest.raises(ValueError, match="evaluate the card before signing"):
+        signed.evaluate([[0.0, 0.0]], [0])
+
+
+def _zero_epsilon(text):
+    """The attacker's edit: calibration epsilon 0 (as if no data were read), resealed."""
+    data = json.loads(text)
+    data["formal"]["privacy"]["calibration"]["epsilon"] = 0.0
+    for clause in data["formal"]["clauses"]:
+        if clause["name"] == "epsilon_cal":
+            clause.update(value=0.0, margin=clause["bound"])
+    return _reseal(data)
+
+
+def test_resealed_zero_epsilon_of_a_release_that_read_data_is_inconsistent():
+    """Issue 24: zero loss is believed only for a release that read no data (level
+    unreachable); kills the mutant that drops ``released and not reachable``."""
+    text = _calibration_card_json()  # an informative ExponQ(1) release
+    result = verify_card(_zero_epsilon(text))
+    assert result.status == "inconsistent", result.report()
+    assert "formal.privacy.calibration.epsilon: recorded 0.0, recomputed 1.0." in result.problems
+    planned = ContractCard.for_configuration(
+        ExponQ(epsilon=1.0), 3000, 0.1, contract=CONTRACT, epsilon_train=1.0
+    )
+    assert verify_card(_zero_epsilon(planned.to_json())).status == "inconsistent"
+
+
+def test_cards_of_the_previous_format_are_refused_with_the_reason(tmp_path):
+    from pathlib import Path
+
+    old = Path(__file__).parent / "data" / "contract_card_v3.json"
+    assert json.loads(old.read_text())["schema_version"] == 3
+    result = verify_card(old)
+    assert result.status == "inconsistent" and result.exit_code == 2
+    (problem,) = result.problems
+    assert "schema_version 3: this card was written by an earlier privconf_sklearn" in problem
+    assert "adjacency" in problem and "Re-issue it" in problem
+    with pytest.raises(CardFormatError, match="schema_version 3"):
+        ContractCard.load(old)
+
+
+def test_the_published_example_card_verifies():
+    """docs/_static/examples/contract_card.json is regenerated with the format."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "docs" / "_static" / "examples" / "contract_card.json"
+    result = verify_card(path)
+    assert result.status == "accepted", result.report()

@@ -2,13 +2,15 @@
 
 After "Contract Cards for Auditable Private Conformal Prediction" (2026):
 
-- :class:`Contract`: coverage and privacy requirements.
-- :class:`ContractCard`: formal layer (contract, configuration, privacy coordinates,
-  certificate ``L(c)`` and release of the calibration or of every Mondrian group, Eq.
-  (3) clause by clause with margins, selection summary) and published diagnostics; JSON
-  with a versioned schema, a digest and an optional Ed25519 signature; Markdown.
-  Publishable by default: the owner's non-private diagnostics are written only on
-  request.
+- :class:`Contract`: coverage and privacy requirements, the adjacency the budgets are
+  stated under, and whether the release must be informative.
+- :class:`ContractCard`: formal layer (contract, configuration with the public list of
+  Mondrian groups, privacy coordinates, certificate ``L(c)`` and release of the
+  calibration or of every Mondrian group, Eq. (3) clause by clause with margins,
+  selection summary) and published diagnostics; JSON with a versioned schema, a digest
+  of the formal layer and an optional Ed25519 signature of the whole published card;
+  Markdown that marks what is unsigned. Publishable by default: the owner's non-private
+  diagnostics are written only on request.
 - :func:`verify_card`: rebuild the formal layer from a serialised card alone and
   compare (Observation 4.1); never raises on a card.
 - The selection rules of :class:`~privconf_sklearn.model_selection.CertificateAwareSearch`

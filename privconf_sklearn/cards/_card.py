@@ -3,8 +3,9 @@
 Two published layers hold only public or privacy-protected quantities: the *formal*
 layer (contract, configuration, privacy coordinates, a certificate ``L(c)`` and release
 per calibration or Mondrian group, Eq. (3) clause by clause, the decision, a search's
-selection summary), covered by a SHA-256 digest and optionally signed; and the
-*diagnostic* layer, which is not evidence. Owner diagnostics are written only on request.
+selection summary), covered by a SHA-256 digest; and the *diagnostic* layer, which is
+not evidence. An optional signature covers both. Owner diagnostics are written only on
+request, outside the signature.
 """
 
 from __future__ import annotations
@@ -56,14 +57,26 @@ from ._records import (
     schema_of,
     to_plain,
 )
+from ._selection import contract_spend
 from ._training import describe_estimator, stated_training, training_privacy
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "ContractCard", "OwnerDiagnosticsWarning"]
 
 #: Name written in every serialised card.
 SCHEMA = "privconf_sklearn/contract-card"
-#: Version of the JSON schema (3: per-group calibrations); readers refuse other versions.
-SCHEMA_VERSION = 3
+#: Version of the JSON schema; readers refuse other versions (:data:`EARLIER_VERSIONS`).
+SCHEMA_VERSION = 4
+#: What each earlier version lacked, for the message that refuses it.
+EARLIER_VERSIONS = {
+    1: "per-group calibrations",
+    2: "per-group calibrations",
+    3: "",
+}
+#: What version 4 added: the rules an earlier card's author did not state.
+ADDED_IN_4 = (
+    "contracts that state their adjacency and whether the release must be informative, "
+    "the public list of Mondrian groups, and signatures that cover the diagnostic layer"
+)
 
 #: Why a regression release at the upper score bound cannot certify its coverage.
 AT_UPPER_BOUND = (
@@ -238,12 +251,13 @@ def _grouping(estimator) -> dict[str, Any]:
     if not isinstance(mondrian, str):
         name = f"callable {getattr(mondrian, '__name__', type(mondrian).__name__)}"
         declared = calibration.group_ids
+    groups = plain_value(tuple(estimator.groups_))  # the classes_, or the declared ids
     if calibration.group_sizes == "public":
-        return {"mondrian": name, "group_sizes": "public"}
+        return {"mondrian": name, "group_sizes": "public", "groups": groups}
     details = calibration.details
     params = {"beta": details["size_beta"], "epsilon": details["size_epsilon"]}
     spec = ComponentSpec("PrivateGroupSizes", plain_value({**params, "group_ids": declared}))
-    return {"mondrian": name, "group_sizes": spec}
+    return {"mondrian": name, "group_sizes": spec, "groups": groups}
 
 
 def _stated(privacy: PrivacyGuarantee, adjacency: str | None) -> PrivacyGuarantee:
@@ -257,10 +271,15 @@ def _agent_sizes(mechanism, calibration) -> tuple[int, ...] | None:
 
 
 def _check_groups(configuration: Configuration, entries) -> None:
-    """Mondrian entries: distinct ids, sizes consistent with the calibration size."""
-    keys = [canonical_bytes(entry.group) for entry in entries]
-    if not entries or None in [e.group for e in entries] or len(set(keys)) != len(keys):
-        raise ValueError("Mondrian calibrations need distinct, non-null group ids.")
+    """Mondrian entries: one per listed group, sizes consistent with the calibration size."""
+    listed = [canonical_bytes(group) for group in configuration.groups or ()]
+    if [canonical_bytes(entry.group) for entry in entries] != listed:
+        found = [entry.group for entry in entries[:10]]
+        raise ValueError(
+            "a Mondrian card holds one calibration entry per group of configuration.groups, "
+            f"in that order: {len(listed)} groups listed, entries for groups {found}"
+            + (" ..." if len(entries) > 10 else "")
+        )
     sizes = [entry.n_samples for entry in entries]
     if configuration.group_sizes == "public" and sum(sizes) != configuration.n_samples:
         raise ValueError(f"public group sizes sum to {sum(sizes)}, not n_samples.")
@@ -291,6 +310,23 @@ def _check_made_by(calibration: Calibration, mechanism, agent_sizes) -> None:
     if problem is not None:
         raise ValueError(
             f"mechanism {mechanism!r} is not the one that made the calibration: {problem}."
+        )
+
+
+def _check_version(schema: Any, version: Any) -> None:
+    """CardFormatError unless a card is of this schema and version (naming earlier ones)."""
+    if schema == SCHEMA and type(version) is int and version in EARLIER_VERSIONS:
+        lacked = f"{EARLIER_VERSIONS[version]} and " if EARLIER_VERSIONS[version] else ""
+        raise CardFormatError(
+            f"schema_version {version}: this card was written by an earlier privconf_sklearn. "
+            f"Version {SCHEMA_VERSION} cards add {lacked}{ADDED_IN_4}; an earlier card cannot "
+            "be checked against rules its author did not state, so it is refused. Re-issue "
+            "it with this version (ContractCard.from_estimator, or the estimator's card_)."
+        )
+    if schema != SCHEMA or type(version) is not int or version != SCHEMA_VERSION:
+        raise CardFormatError(
+            f"not a {SCHEMA} card of schema_version {SCHEMA_VERSION}: schema {schema!r}, "
+            f"version {version!r}."
         )
 
 
@@ -332,7 +368,7 @@ class ContractCard(Record):
         declared public), ``"candidates"`` (a search's calibrations). Written only with
         ``include_owner_diagnostics=True``.
     signature : Signature or None, default=None
-        Ed25519 signature of the formal layer (:meth:`sign`).
+        Ed25519 signature of the formal and diagnostic layers (:meth:`sign`).
     formal_sha256 : str, default=""
         SHA-256 of the formal layer; computed when empty.
 
@@ -423,8 +459,8 @@ class ContractCard(Record):
         """
         check_arguments("ContractCard", contract=contract)
         spent = None
-        if selection is not None and selection.n_evaluated > 0:
-            spent = (selection.spent_epsilon_cal, selection.spent_delta_cal)
+        if selection is not None and selection.n_evaluated > 0 and contract is not None:
+            spent = contract_spend(contract, selection)
         clauses: tuple[Clause, ...] = ()
         if contract is not None:
             training, privacy = fields["training_privacy"], fields["calibration_privacy"]
@@ -581,9 +617,10 @@ class ContractCard(Record):
         """Card of a fitted private conformal classifier or regressor.
 
         The calibration guarantee is ``estimator.calibration_.privacy`` as recorded
-        (under the estimator's adjacency). A Mondrian calibration gets one entry per
-        group (its id, its size as released, its certificate and release); the contract
-        must then hold in every group.
+        (under the estimator's adjacency). A Mondrian calibration records the public
+        list of groups (``estimator.groups_``: the classes, or the declared ids) and one
+        entry per group (its id, its size as released, its certificate and release); the
+        contract must then hold in every group.
 
         Parameters
         ----------
@@ -696,8 +733,20 @@ class ContractCard(Record):
         -------
         ContractCard
             This card.
+
+        Raises
+        ------
+        ValueError
+            If the card is signed (its signature covers the diagnostics), has no
+            estimator attached and none is given, or ``estimator`` is not the calibration
+            the card records.
         """
         check_arguments("ContractCard.evaluate", public=public)
+        if self.signature is not None:
+            raise ValueError(
+                "This card is signed, and its signature covers the diagnostic layer: "
+                "evaluate the card before signing it."
+            )
         estimator = self._estimator if estimator is None else estimator
         if estimator is None:
             raise ValueError(
@@ -735,19 +784,27 @@ class ContractCard(Record):
             "selection": to_plain(self.selection),
         }
 
-    def signed_payload(self) -> dict:
-        """Schema header and formal layer: what the digest and the signature cover."""
+    def digest_payload(self) -> dict:
+        """Schema header and formal layer: what ``formal_sha256`` covers."""
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "formal": self.formal_dict()}
 
+    def signed_payload(self) -> dict:
+        """What the signature covers: the published card but its digest and signature.
+
+        The schema header, the formal layer and the diagnostic layer. Owner diagnostics
+        (written only on request) are outside it.
+        """
+        return {**self.digest_payload(), "diagnostics": to_plain(self.diagnostics)}
+
     def compute_digest(self) -> str:
-        """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`signed_payload`."""
-        return hashlib.sha256(canonical_bytes(self.signed_payload())).hexdigest()
+        """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`digest_payload`."""
+        return hashlib.sha256(canonical_bytes(self.digest_payload())).hexdigest()
 
     def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
         """The card as plain data, in schema order (see :meth:`to_json`)."""
         check_arguments("ContractCard", include_owner_diagnostics=include_owner_diagnostics)
         data = {
-            **self.signed_payload(),
+            **self.digest_payload(),
             "formal_sha256": self.formal_sha256,
             "signature": to_plain(self.signature),
             "diagnostics": to_plain(self.diagnostics),
@@ -797,12 +854,7 @@ class ContractCard(Record):
         data = json_object(
             decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
         )
-        version = data["schema_version"]
-        if data["schema"] != SCHEMA or type(version) is not int or version != SCHEMA_VERSION:
-            raise CardFormatError(
-                f"not a {SCHEMA} card of schema_version {SCHEMA_VERSION}: schema "
-                f"{data['schema']!r}, version {version!r}."
-            )
+        _check_version(data["schema"], data["schema_version"])
         names = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
         formal = json_object(data["formal"], "formal", (*names, "selection"))
         privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
@@ -851,13 +903,15 @@ class ContractCard(Record):
         return render_markdown(self, data.get("owner_diagnostics"))
 
     def sign(self, private_key) -> ContractCard:
-        """A copy carrying an Ed25519 signature of the formal layer.
+        """A copy carrying an Ed25519 signature of the whole published card.
 
-        The digest ``formal_sha256`` protects against accidental edits only: whoever
-        edits a card can recompute it. Only the holder of ``private_key`` can make a
-        signature that verifies under the matching public key
-        (``verify_card(card, public_key=...)``). Needs ``cryptography``
-        (``pip install "privconf_sklearn[sign]"``).
+        The signature covers :meth:`signed_payload`: the schema header, the formal layer
+        and the diagnostic layer (sign after :meth:`evaluate`). The digest
+        ``formal_sha256`` protects the formal layer against accidental edits only:
+        whoever edits a card can recompute it. Only the holder of ``private_key`` can
+        make a signature that verifies under the matching public key
+        (``verify_card(card, public_key=...)``). Owner diagnostics are never signed.
+        Needs ``cryptography`` (``pip install "privconf_sklearn[sign]"``).
 
         Parameters
         ----------

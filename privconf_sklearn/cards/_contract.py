@@ -1,11 +1,14 @@
 """Contracts and the formal feasibility predicate (the contract-cards paper, Eq. (3)).
 
-A contract ``(gamma_target, eps_train_max, eps_cal_max, beta)`` (plus a ``delta`` bound)
-is met by a configuration ``c`` when ``L(c) >= gamma_target``, ``eps_train <=
-eps_train_max`` and ``eps_cal <= eps_cal_max`` (Eq. (3)). :func:`check_contract` decides
-the library's other cases (high-probability bounds, approximate DP, unreachable levels,
-broken guarantees, Mondrian groups) conservatively, one named clause at a time; the user
-guide defines each. Margins are signed slack, ``>= 0`` exactly when the clause holds.
+A contract ``(gamma_target, eps_train_max, eps_cal_max, beta)`` (plus a ``delta`` bound,
+the neighbouring relation the budgets are stated under and whether an uninformative
+release is acceptable) is met by a configuration ``c`` when ``L(c) >= gamma_target``,
+``eps_train <= eps_train_max`` and ``eps_cal <= eps_cal_max`` (Eq. (3)).
+:func:`check_contract` decides the library's other cases (high-probability bounds,
+approximate DP, unreachable levels, broken guarantees, Mondrian groups, guarantees stated
+under another adjacency, trivial releases) conservatively, one named clause at a time;
+the user guide defines each. Margins are signed slack, ``>= 0`` exactly when the clause
+holds.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from .._validation import Interval, Options
+from ..privacy import ADJACENCIES
 from ._records import Budget, Flag, MaybeBudget, OpenUnit, Record, Signed, Text, forms
 
 __all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
@@ -28,9 +32,17 @@ CLAUSES = (
     "delta_train",
     "epsilon_cal",
     "delta_cal",
+    "informative",
 )
 CLAUSE_NAMES = [Options(*CLAUSES)]
 BelowOne = Annotated[float, forms(Interval("real", 0, 1, closed="left"))]
+Relation = Annotated[str, forms(Options(*ADJACENCIES))]
+
+#: What the ``informative`` clause requires, and what a release at the top means.
+INFORMATIVE = (
+    "the release is informative, threshold < 1 (at 1 every set holds every label / every "
+    "interval spans the score bounds)"
+)
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,22 @@ class Contract(Record):
     delta : float, default=0.0
         Largest ``delta`` allowed for training and for calibration separately, in
         [0, 1). The default 0 admits pure (and local) DP only.
+    adjacency : {"replace-one", "add/remove"}, default="replace-one"
+        The neighbouring relation ``max_epsilon_cal`` and ``delta`` are stated under.
+        A calibration guarantee stated under the other relation is restated under this
+        one before it is compared (add/remove to replace-one by group privacy; the
+        converse does not follow and counts as ``epsilon = inf``).
+    require_informative : bool, default=True
+        Whether the release must be informative: not every prediction set the whole
+        label set, not every interval as wide as the score bounds (``threshold < 1``;
+        for a Mondrian calibration, in every group).
 
     Examples
     --------
     >>> from privconf_sklearn.cards import Contract
-    >>> Contract(target_coverage=0.9, max_epsilon_train=2, max_epsilon_cal=1, beta=1e-3)
-    Contract(target_coverage=0.9, max_epsilon_train=2.0, max_epsilon_cal=1.0, beta=0.001, delta=0.0)
+    >>> contract = Contract(target_coverage=0.9, max_epsilon_train=2, max_epsilon_cal=1, beta=1e-3)
+    >>> contract.max_epsilon_cal, contract.adjacency, contract.require_informative
+    (1.0, 'replace-one', True)
     """
 
     target_coverage: OpenUnit
@@ -62,6 +84,8 @@ class Contract(Record):
     max_epsilon_cal: Budget
     beta: BelowOne
     delta: BelowOne = 0.0
+    adjacency: Relation = "replace-one"
+    require_informative: Flag = True
 
 
 @dataclass(frozen=True)
@@ -76,7 +100,8 @@ class Clause(Record):
         The inequality checked, in words and numbers (naming the groups that fail).
     value, bound, margin : float or None
         The configuration's coordinate (the worst group's), the contract's bound and
-        the signed slack (``>= 0`` exactly when satisfied); None for ``level_reachable``.
+        the signed slack (``>= 0`` exactly when satisfied); None for
+        ``level_reachable`` and ``informative``.
     satisfied : bool
         Whether the clause holds.
     """
@@ -106,52 +131,28 @@ def _groups(grouped: bool, failing: list, verb: str) -> str:
     return " in every group" + (f"; {verb} in groups {named}" if failing else "")
 
 
-def check_contract(contract, training, privacy, calibrations, spent=None) -> tuple[Clause, ...]:
-    """Evaluate every clause of the (conservatively extended) Eq. (3).
+def _broken(entry) -> bool:
+    return entry.release is not None and not entry.release.coverage_holds
 
-    Parameters
-    ----------
-    contract : Contract
-        The requirements.
-    training : TrainingPrivacy
-        ``eps_train`` (``inf`` when unknown).
-    privacy : PrivacyGuarantee
-        The calibration guarantee; one that does not hold counts as ``(inf, 1)``.
-    calibrations : sequence of CalibrationEntry
-        One entry, or one per Mondrian group. Coverage, confidence and reachability
-        must hold in every group (group-conditional coverage): each clause's value is
-        the worst group's, and its requirement names the groups that fail. A release
-        whose coverage does not hold certifies nothing (``L = 0``).
-    spent : tuple of float or None, default=None
-        A search's composed calibration ``(epsilon, delta)``, charged instead.
 
-    Returns
-    -------
-    tuple of Clause
-        In the order of :data:`CLAUSES`; feasible iff all hold (Observation 4.1).
-    """
+def _marginal(entry) -> float:
+    return 0.0 if _broken(entry) else entry.certificate.marginal_lower_bound
 
-    def broken(entry) -> bool:
-        return entry.release is not None and not entry.release.coverage_holds
 
-    def marginal(entry) -> float:
-        return 0.0 if broken(entry) else entry.certificate.marginal_lower_bound
-
-    grouped = any(entry.group is not None for entry in calibrations)
+def _coverage_clauses(contract, calibrations, grouped: bool) -> tuple[Clause, ...]:
+    """``coverage``, ``lower_bound_confidence`` and ``level_reachable``, worst group first."""
     target, needed = contract.target_coverage, 1.0 - contract.beta
     coverage = f"L - (1 - confidence) >= {target:.6g}"
-    if not grouped and broken(calibrations[0]):
+    if not grouped and _broken(calibrations[0]):
         coverage += " (the release's coverage does not hold: L = 0)"
-    low = [e.group for e in calibrations if marginal(e) < target]
+    low = [e.group for e in calibrations if _marginal(e) < target]
     unsure = [e.group for e in calibrations if e.certificate.confidence < needed]
     unreachable = [e.group for e in calibrations if not e.certificate.level_reachable]
-    if spent is None:
-        spent = (privacy.epsilon, privacy.delta) if privacy.holds else (math.inf, 1.0)
     return (
         _at_least(
             "coverage",
             coverage + _groups(grouped, low, "fails"),
-            min(marginal(e) for e in calibrations),
+            min(_marginal(e) for e in calibrations),
             target,
         ),
         _at_least(
@@ -162,17 +163,88 @@ def check_contract(contract, training, privacy, calibrations, spent=None) -> tup
         ),
         Clause(
             "level_reachable",
-            "the mechanism can reach the nominal level at this size (whether the release "
-            "is informative is recorded apart)" + _groups(grouped, unreachable, "unreachable"),
+            "the mechanism can reach the nominal level at this size"
+            + _groups(grouped, unreachable, "unreachable"),
             None,
             None,
             None,
             not unreachable,
         ),
+    )
+
+
+def calibration_spend(contract, privacy) -> tuple[float, float]:
+    """``(epsilon, delta)`` of a calibration guarantee under the contract's adjacency.
+
+    A guarantee that does not hold (also after restating it) counts as ``(inf, 1)``.
+    """
+    stated = privacy.under(contract.adjacency) if privacy.holds else privacy
+    return (stated.epsilon, stated.delta) if stated.holds else (math.inf, 1.0)
+
+
+def _calibration_clauses(contract, privacy, spent) -> tuple[Clause, ...]:
+    """``epsilon_cal`` and ``delta_cal``, under the contract's adjacency."""
+    relation = f" (under {contract.adjacency} adjacency)"
+    if spent is None:
+        spent = calibration_spend(contract, privacy)
+        if privacy.holds and math.isinf(spent[0]) and math.isfinite(privacy.epsilon):
+            relation += f"; the guarantee is stated for {privacy.adjacency} neighbours only"
+    return (
+        _at_most("epsilon_cal", "eps_cal" + relation, spent[0], contract.max_epsilon_cal),
+        _at_most("delta_cal", "delta_cal" + relation, spent[1], contract.delta),
+    )
+
+
+def _informative_clause(contract, calibrations, grouped: bool) -> Clause:
+    """``informative``: the release is not trivial (in every group, for Mondrian)."""
+    released = [e for e in calibrations if e.release is not None]
+    trivial = [e.group for e in released if not e.release.informative]
+    if not released:
+        requirement, satisfied = "no release on the card: checked once calibrated", True
+    elif not contract.require_informative:
+        found = "; the release is UNINFORMATIVE" if trivial else ""
+        requirement, satisfied = "not required by the contract" + found, True
+    else:
+        requirement = INFORMATIVE + ("; the threshold is 1" if trivial and not grouped else "")
+        requirement += _groups(grouped, trivial, "uninformative")
+        satisfied = not trivial
+    return Clause("informative", requirement, None, None, None, satisfied)
+
+
+def check_contract(contract, training, privacy, calibrations, spent=None) -> tuple[Clause, ...]:
+    """Evaluate every clause of the (conservatively extended) Eq. (3).
+
+    Parameters
+    ----------
+    contract : Contract
+        The requirements.
+    training : TrainingPrivacy
+        ``eps_train`` (``inf`` when unknown).
+    privacy : PrivacyGuarantee
+        The calibration guarantee, restated under ``contract.adjacency``; one that does
+        not hold (there) counts as ``(inf, 1)``.
+    calibrations : sequence of CalibrationEntry
+        One entry, or one per Mondrian group. Coverage, confidence, reachability and
+        (if required) an informative release must hold in every group
+        (group-conditional coverage): each clause's value is the worst group's, and its
+        requirement names the groups that fail. A release whose coverage does not hold
+        certifies nothing (``L = 0``).
+    spent : tuple of float or None, default=None
+        A search's composed calibration ``(epsilon, delta)`` under
+        ``contract.adjacency``, charged instead.
+
+    Returns
+    -------
+    tuple of Clause
+        In the order of :data:`CLAUSES`; feasible iff all hold (Observation 4.1).
+    """
+    grouped = any(entry.group is not None for entry in calibrations)
+    return (
+        *_coverage_clauses(contract, calibrations, grouped),
         _at_most("epsilon_train", "eps_train", training.epsilon, contract.max_epsilon_train),
         _at_most("delta_train", "delta_train", training.delta, contract.delta),
-        _at_most("epsilon_cal", "eps_cal", spent[0], contract.max_epsilon_cal),
-        _at_most("delta_cal", "delta_cal", spent[1], contract.delta),
+        *_calibration_clauses(contract, privacy, spent),
+        _informative_clause(contract, calibrations, grouped),
     )
 
 

@@ -1,4 +1,8 @@
-"""Markdown rendering of a contract card, from a template (formal layer first)."""
+"""Markdown rendering of a contract card, from a template (formal layer first).
+
+Every part says whether the card's signature covers it: the formal and diagnostic layers
+when the card is signed, never the owner diagnostics.
+"""
 
 from __future__ import annotations
 
@@ -18,15 +22,19 @@ TEMPLATE = Template(
 
 ${notes}## Formal layer
 
-${formal}Formal-layer SHA-256: `$digest`$signature
+${formal}Formal-layer SHA-256: `$digest`
 
-## Diagnostic layer (not formal evidence)
+$signature
+
+## Diagnostic layer (not formal evidence; $covered)
 
 $diagnostics"""
 )
 
 #: Columns of each table: attribute paths of the records in its rows (``a.b``: ``row.a.b``).
-CONTRACT = "target_coverage max_epsilon_train max_epsilon_cal beta delta"
+CONTRACT = (
+    "target_coverage max_epsilon_train max_epsilon_cal beta delta adjacency require_informative"
+)
 PRIVACY = "epsilon delta rho notion adjacency holds source description"
 CERTIFICATE = (
     "group n_samples certificate.lower_bound certificate.confidence "
@@ -81,33 +89,76 @@ def _fields(record) -> str:
     return "| field | value |\n|---|---|\n" + rows
 
 
+def _decision_notes(card) -> list[str]:
+    """The failed clauses, or why nothing was checked."""
+    if card.decision == "unchecked":
+        return ["No contract recorded: the card documents the calibration only."]
+    failed = [c for c in card.clauses if not c.satisfied]
+    if not failed:
+        return []
+    listed = "; ".join(f"`{c.name}` ({c.requirement}, margin {_fmt(c.margin)})" for c in failed)
+    return [f"Failed clauses: {listed}"]
+
+
+def _trivial_notes(entries) -> tuple[str, list[str]]:
+    """The title's qualifier and the note for uninformative releases."""
+    trivial = [e.group for e in entries if not e.release.informative]
+    if not trivial:
+        return "", []
+    if trivial != [None]:
+        groups = ", ".join(str(g) for g in trivial[:10])
+        return f" — UNINFORMATIVE in groups {groups}", [
+            "Those groups' sets hold every label / intervals span the score bounds."
+        ]
+    return " — UNINFORMATIVE (trivial sets / intervals)", [
+        "The release is the top of the public range: every set holds every label and "
+        "every interval is as wide as the score bounds."
+    ]
+
+
 def _notes(card) -> tuple[str, str]:
     """The title (the decision, qualified) and the notes under it."""
-    title, notes = card.decision.upper(), []
-    if card.decision == "infeasible":
-        failed = [c for c in card.clauses if not c.satisfied]
-        notes.append(
-            "Failed clauses: "
-            + "; ".join(f"`{c.name}` ({c.requirement}, margin {_fmt(c.margin)})" for c in failed)
-        )
-    if card.decision == "unchecked":
-        notes.append("No contract recorded: the card documents the calibration only.")
     entries = [e for e in card.calibrations if e.release is not None]
-    trivial = [e.group for e in entries if not e.release.informative]
-    if trivial and trivial != [None]:
-        title += f" — UNINFORMATIVE in groups {', '.join(str(g) for g in trivial[:10])}"
-        notes.append("Those groups' sets hold every label / intervals span the score bounds.")
-    elif trivial:
-        title += " — UNINFORMATIVE (trivial sets / intervals)"
-        notes.append(
-            "The release is the top of the public range: every set holds every label and "
-            "every interval is as wide as the score bounds."
-        )
+    qualifier, trivial = _trivial_notes(entries)
+    notes = [*_decision_notes(card), *trivial]
     if len(card.calibrations) == 1 and entries and entries[0].release.reason:
         notes.append(f"Release: {entries[0].release.reason.rstrip('.')}.")
     if any(not e.release.coverage_holds for e in entries):
         notes.append("The coverage guarantee does not hold for this release.")
-    return title, "".join(note + "\n\n" for note in notes)
+    return card.decision.upper() + qualifier, "".join(note + "\n\n" for note in notes)
+
+
+def _contract(contract, grouped: bool) -> str:
+    """The contract's table and its adjacency and informativeness clauses in words."""
+    if contract is None:
+        return "—\n"
+    informative = "must be informative" if contract.require_informative else "may be trivial"
+    where = " in every group" if grouped else ""
+    return (
+        _table(CONTRACT, contract)
+        + f"\nBudgets are stated under {contract.adjacency} adjacency (a guarantee stated "
+        f"under the other relation is restated before it is compared); the release "
+        f"{informative}{where} (not every set the whole label set, not every interval the "
+        "whole score range).\n"
+    )
+
+
+def _signature(card) -> tuple[str, str]:
+    """What the signature covers, and how the diagnostic layer's heading says it."""
+    if card.signature is None:
+        return (
+            "**Unsigned.** Nothing on this card is signed: the digest guards the formal layer "
+            "against accidental edits only (anyone can recompute it), and the diagnostic "
+            "layer is outside it.",
+            "UNSIGNED, outside the digest",
+        )
+    return (
+        f"**Signed** (Ed25519) by key `{card.signature.public_key}`: the signature covers "
+        "the schema header, the formal layer and the diagnostic layer (check it with the "
+        "issuer's public key: `card verify --public-key`). Owner diagnostics are never "
+        "signed.",
+        "signed",
+    )
 
 
 def _diagnostics(diagnostics, owner_diagnostics) -> str:
@@ -118,7 +169,10 @@ def _diagnostics(diagnostics, owner_diagnostics) -> str:
         text += "\nEvaluated configurations:\n\n"
         text += _table(f"candidate_index {' '.join(EMPIRICAL)}", *diagnostics.candidates)
     if owner_diagnostics:
-        text += "\n## Owner diagnostics — NOT covered by the privacy guarantee, do not publish\n\n"
+        text += (
+            "\n## Owner diagnostics — NOT covered by the privacy guarantee, UNSIGNED, do not "
+            "publish\n\n"
+        )
         text += "".join(f"- {part}: {_fmt(values)}\n" for part, values in owner_diagnostics.items())
     return text
 
@@ -141,8 +195,10 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
     cal, train, selection = card.calibration_privacy, card.training_privacy, card.selection
     rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
     released = card.calibrations[0].release is not None
+    grouped = card.configuration.groups is not None
+    signature, covered = _signature(card)
     sections = [
-        ("Contract", "—\n" if card.contract is None else _table(CONTRACT, card.contract)),
+        ("Contract", _contract(card.contract, grouped)),
         ("Configuration", _fields(card.configuration)),
         ("Privacy", _table(PRIVACY, train, cal, labels=("training", "calibration"))),
         ("Certificate", _table(CERTIFICATE, *card.calibrations)),
@@ -165,8 +221,7 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         notes=notes,
         formal="".join(f"### {heading}\n\n{text}\n" for heading, text in sections),
         digest=card.formal_sha256,
-        signature=""
-        if card.signature is None
-        else f"  \nSigned (Ed25519) by key `{card.signature.public_key}`",
+        signature=signature,
+        covered=covered,
         diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
     )

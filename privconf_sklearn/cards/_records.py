@@ -20,7 +20,7 @@ import numpy as np
 from .._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from .._validation import validate_params as _validate_params
 from ..privacy import ADJACENCY_STATEMENTS, PrivacyGuarantee
-from ._codec import CardFormatError, plain_value
+from ._codec import CardFormatError, canonical_bytes, plain_value
 
 __all__ = [
     "CalibrationEntry",
@@ -107,6 +107,12 @@ def _real(value) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
+def distinct_ids(ids) -> bool:
+    """Whether ``ids`` is a non-empty sequence of distinct JSON values (as written)."""
+    keys = {canonical_bytes(value) for value in ids}
+    return len(keys) == len(ids) > 0
+
+
 def forms(*constraints: Constraint) -> list[Constraint]:
     """The accepted forms of a field, for its ``Annotated`` type."""
     return list(constraints)
@@ -123,6 +129,8 @@ def _hex(length: int) -> Check:
 
 
 INF = Check("inf", _real, lambda value: value == math.inf, float)
+#: A Mondrian group id: any JSON value but null (a class label, a declared id...).
+GROUP_ID = Check("a JSON value other than null", lambda value: value is not None)
 TEXT = [InstanceOf(str, "string")]
 UNIT = [Interval("real", 0, 1)]
 BUDGET = [Interval("real", 0, None), INF]  # a privacy loss: >= 0, inf allowed
@@ -294,6 +302,11 @@ class Configuration(Record):
         Mondrian calibration: ``"class"`` or ``"callable <name>"`` (None: one threshold).
     group_sizes : "public", ComponentSpec or None, default=None
         With ``mondrian``: ``"public"`` or the ``PrivateGroupSizes`` that released them.
+    groups : tuple or None, default=None
+        With ``mondrian``: the public list of groups, in order (the classifier's
+        ``classes_``, the declared ``PrivateGroupSizes.group_ids``, or the ids whose
+        sizes were declared public). The card holds exactly one calibration entry per
+        group, and the contract must hold in each.
     """
 
     task: Annotated[str, forms(Options("classification", "regression", "unspecified"))]
@@ -308,14 +321,20 @@ class Configuration(Record):
     group_sizes: Annotated[
         str | ComponentSpec | None, forms(NoneValue(), Options("public"), Nested(ComponentSpec))
     ] = None
+    groups: Annotated[tuple | None, optional([Items(GROUP_ID)])] = None
 
     def _check(self) -> None:
         if not math.isclose(self.nominal_coverage, 1.0 - self.alpha, rel_tol=1e-12):
             raise ValueError(f"nominal_coverage {self.nominal_coverage!r} is not 1 - alpha.")
         if self.agent_sizes is not None and sum(self.agent_sizes) != self.n_samples:
             raise ValueError(f"agent_sizes sum to {sum(self.agent_sizes)}, not n_samples.")
-        if (self.mondrian is None) != (self.group_sizes is None):
-            raise ValueError("mondrian and group_sizes are recorded together or not at all.")
+        grouping = (self.mondrian, self.group_sizes, self.groups)
+        if len({value is None for value in grouping}) > 1:
+            raise ValueError(
+                "mondrian, group_sizes and groups are recorded together or not at all."
+            )
+        if self.groups is not None and not distinct_ids(self.groups):
+            raise ValueError("groups must list at least one group, each once.")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ._codec import canonical_bytes
-from ._contract import Contract, check_contract
+from ._contract import Contract, calibration_spend, check_contract
 from ._records import CalibrationEntry, Candidate, Selection
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "clauses_of",
     "compose",
     "composed_spend",
+    "contract_spend",
     "evaluation_priority",
     "formal_statuses",
     "selection_of",
@@ -115,6 +116,18 @@ def compose(spends, split: str) -> tuple[float, float]:
     if split == "disjoint":
         return max(epsilons, default=0.0), max(deltas, default=0.0)
     return math.fsum(epsilons), min(1.0, math.fsum(deltas))
+
+
+def contract_spend(contract: Contract, selection: Selection) -> tuple[float, float]:
+    """A search's composed calibration cost under the contract's adjacency.
+
+    Every evaluated configuration's guarantee is restated under ``contract.adjacency``
+    (:func:`~._contract.calibration_spend`) before the composition
+    ``selection.spent_*`` records under the estimator's own adjacency.
+    """
+    evaluated = [c.calibration for c in selection.candidates if c.status in ("evaluated", "chosen")]
+    spends = [calibration_spend(contract, guarantee) for guarantee in evaluated]
+    return compose(spends, selection.calibration_split)
 
 
 def selection_of(contract: Contract, candidates, split: str) -> Selection:

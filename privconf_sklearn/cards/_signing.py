@@ -1,6 +1,7 @@
 """Optional Ed25519 signatures of cards, through the ``cryptography`` package.
 
-A card's editor can recompute its unkeyed ``formal_sha256``, but not the issuer's signature.
+A card's editor can recompute its unkeyed ``formal_sha256``, but not the issuer's signature,
+which covers the whole published card (``ContractCard.signed_payload``).
 """
 
 from __future__ import annotations
@@ -66,5 +67,8 @@ def check_signature(signature: Signature | None, payload: object, expected: str)
     try:
         key.verify(bytes.fromhex(signature.value), canonical_bytes(payload))
     except InvalidSignature:
-        return "the signature does not verify: the formal layer was changed after signing."
+        return (
+            "the signature does not verify: the card (its formal or diagnostic layer) was "
+            "changed after signing."
+        )
     return None

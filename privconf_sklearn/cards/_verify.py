@@ -3,8 +3,10 @@
 The verifier never raises on a card: it reads the card strictly, checks the digest and
 signature, rebuilds the formal layer from the recorded configuration and releases and
 compares it field by field (certificates ``L(c)``, guarantees, a search's selection, Eq.
-(3), the decision, a private release's threshold in score units). The release's target
-level and upper bound are range-checked, not recomputed; they do not enter the decision.
+(3) under the contract's adjacency and informativeness clause, the decision, one entry
+per listed Mondrian group, a private release's threshold in score units). The release's
+target level and upper bound are range-checked, not recomputed; they do not enter the
+decision.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechan
 from ..mondrian import PrivateGroupSizes, mondrian_privacy, private_sizes_coverage_floor
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ._card import NO_ROWS, ContractCard, planned_certificate
+from ._codec import canonical_bytes
 from ._contract import Clause
 from ._records import Certificate, ComponentSpec
 from ._selection import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
@@ -52,6 +55,9 @@ class Verification:
         True when the card's signature verified under the given public key.
     uninformative_groups : tuple, default=()
         Mondrian groups whose release is uninformative.
+    signed : bool, default=False
+        Whether the card carries a signature (checked only given a public key: see
+        ``authenticated``).
     """
 
     status: str
@@ -60,6 +66,7 @@ class Verification:
     informative: bool | None = None
     authenticated: bool = False
     uninformative_groups: tuple = ()
+    signed: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -76,17 +83,34 @@ class Verification:
         """0 accepted, 1 rejected or unchecked, 2 inconsistent (for the command line)."""
         return {"accepted": 0, "rejected": 1, "unchecked": 1}.get(self.status, 2)
 
-    def report(self) -> str:
-        """Human-readable summary: status, clauses with margins, problems."""
+    def _status_line(self) -> str:
         status = self.status.upper()
+        if self.status == "rejected":
+            status += f": contract not met ({', '.join(c.name for c in self.failed_clauses)})"
         if self.uninformative_groups:
             groups = ", ".join(map(str, self.uninformative_groups[:10]))
             status += f" (UNINFORMATIVE releases in groups {groups}: trivial sets / intervals)"
         elif self.informative is False:
             status += " (UNINFORMATIVE release: every set is the whole label set / every "
             status += "interval the whole score range)"
-        signature = ["  signature: valid under the given public key"] if self.authenticated else []
-        lines = [f"card verification: {status}", *signature]
+        return f"card verification: {status}"
+
+    def _signature_line(self) -> str:
+        if self.status == "inconsistent":
+            return ""  # the problems say what failed, the signature included
+        if self.authenticated:
+            return (
+                "  signature: valid under the given public key (it covers the formal and "
+                "diagnostic layers)"
+            )
+        if self.signed:
+            return "  signature: present, NOT checked (no public key given): read as unsigned"
+        return "  signature: none (unsigned card: the digest guards against accidental edits only)"
+
+    def report(self) -> str:
+        """Human-readable summary: status, signature, clauses with margins, problems."""
+        signature = self._signature_line()
+        lines = [self._status_line(), *([signature] if signature else [])]
         for clause in self.clauses:
             mark = "ok  " if clause.satisfied else "FAIL"
             margin = "" if clause.margin is None else f"  margin {clause.margin:+.6g}"
@@ -152,29 +176,51 @@ def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuara
     return recorded if kept or broken or untouched else planned
 
 
+def _declared_groups(configuration, sizes) -> list[str]:
+    """The listed groups are ``PrivateGroupSizes.group_ids`` when those are declared."""
+    declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
+    if declared is None:
+        return []
+    keys = [[canonical_bytes(group) for group in ids] for ids in (declared, configuration.groups)]
+    if keys[0] == keys[1]:
+        return []
+    return ["formal.configuration.groups: not the declared PrivateGroupSizes.group_ids."]
+
+
+def _group_bound(sizes, mechanism, configuration, release, n: int) -> float | None:
+    """A private-size group's ``L``: ``(1 - beta) L_floor`` if informative, else 1."""
+    if not isinstance(sizes, PrivateGroupSizes) or not n:
+        return None
+    if release is None or not release.informative:
+        return 1.0
+    alpha, total = configuration.alpha, configuration.n_samples  # L_floor is cached
+    return (1.0 - sizes.beta) * private_sizes_coverage_floor(mechanism, alpha, total)
+
+
+def _release_problems(path: str, release, certificate, private: bool) -> list[str]:
+    """What a release contradicts: the trivial release of an unreachable level, units."""
+    if release is None:
+        return []
+    problems = []
+    if not certificate.level_reachable and release.threshold != 1.0:
+        problems.append(
+            f"{path}: the level is unreachable, so the mechanism releases threshold 1; the "
+            f"card records {release.threshold!r}."
+        )
+    return problems + (_score_units(path, release) if private else [])
+
+
 def _entries(card, configuration, mechanism, problems: list[str]) -> tuple:
     """The calibration entries with recomputed certificates (Mondrian: per group)."""
     sizes = _group_sizes(configuration.group_sizes) if configuration.mondrian else None
-    declared = sizes.group_ids if isinstance(sizes, PrivateGroupSizes) else None
-    if declared is not None and tuple(e.group for e in card.calibrations) != tuple(declared):
-        problems.append("formal.calibrations: groups are not PrivateGroupSizes.group_ids.")
+    problems += _declared_groups(configuration, sizes)
     entries, private = [], mechanism.privacy_guarantee().notion != "none"
     for index, entry in enumerate(card.calibrations):
         n = entry.n_samples if configuration.mondrian else configuration.n_samples
-        release, bound = entry.release, None
-        if isinstance(sizes, PrivateGroupSizes) and n:  # (1 - beta) L_floor if informative, else 1
-            bound = 1.0
-            if release is not None and release.informative:  # L_floor is cached in mondrian
-                alpha, total = configuration.alpha, configuration.n_samples
-                bound = (1.0 - sizes.beta) * private_sizes_coverage_floor(mechanism, alpha, total)
+        bound = _group_bound(sizes, mechanism, configuration, entry.release, n)
         certificate = _certificate(entry.certificate, mechanism, n, configuration, bound)
-        if release is not None and not certificate.level_reachable and release.threshold != 1.0:
-            problems.append(
-                f"formal.calibrations[{index}].release: the level is unreachable, so the "
-                f"mechanism releases threshold 1; the card records {release.threshold!r}."
-            )
-        if release is not None and private:
-            problems += _score_units(f"formal.calibrations[{index}].release", release)
+        path = f"formal.calibrations[{index}].release"
+        problems += _release_problems(path, entry.release, certificate, private)
         entries.append(replace(entry, n_samples=n, certificate=certificate))
     return tuple(entries)
 
@@ -190,12 +236,8 @@ def _score_units(path: str, release) -> list[str]:
     return [f"{path}.threshold_score_units: recorded {recorded!r}, recomputed {expected!r}."]
 
 
-def _selection(card, registry, problems: list[str]):
-    """A search's selection recomputed from its grid; and the configuration on the card."""
-    contract, recorded = card.contract, card.selection
-    if contract is None:
-        problems.append("formal.selection: a search card must record its contract.")
-        return recorded, None
+def _screened(contract, recorded, registry) -> list:
+    """A search's grid, each configuration's certificate, guarantee and Eq. (3) recomputed."""
     candidates = []
     for index, c in enumerate(recorded.candidates):
         mechanism, conf = _rebuild(c.configuration.mechanism, registry), c.configuration
@@ -205,20 +247,56 @@ def _selection(card, registry, problems: list[str]):
         candidate = replace(c, index=index, calibration=privacy, certificate=certificate)
         feasible = all(clause.satisfied for clause in clauses_of(contract, candidate))
         candidates.append(replace(candidate, formally_feasible=feasible))
+    return candidates
+
+
+def _with_statuses(candidates: list) -> list:
+    """Infeasible, dominated, or kept with its recorded fate; one chosen configuration."""
     statuses = formal_statuses(candidates)
-    for position, c in enumerate(candidates):
-        formal = statuses[c.index]  # infeasible, dominated, or kept: its recorded fate
+    found: list = []
+    for c in candidates:
+        formal = statuses[c.index]
         status = formal.split(" ")[0] if formal else (c.status if c.status in KEPT else "skipped")
-        if status == "chosen" and any(d.status == "chosen" for d in candidates[:position]):
-            status = "evaluated"  # one chosen configuration
-        candidates[position] = replace(c, status=status)
-    reference = next((c for c in candidates if c.status == "chosen"), None)
+        if status == "chosen" and any(d.status == "chosen" for d in found):
+            status = "evaluated"
+        found.append(replace(c, status=status))
+    return found
+
+
+def _choice_problems(card, candidates: list, reference) -> list[str]:
+    """A feasible grid has a chosen configuration, and the card its release."""
+    problems = []
     if reference is None and any(c.status in KEPT for c in candidates):
         problems.append("formal.selection: a configuration is feasible, but none was chosen.")
     if (reference is None) != (card.calibrations[0].release is None):
         problems.append("formal.calibrations: a search card records a release iff one was chosen.")
+    return problems
+
+
+def _selection(card, registry, problems: list[str]):
+    """A search's selection recomputed from its grid; and the configuration on the card."""
+    contract, recorded = card.contract, card.selection
+    if contract is None:
+        problems.append("formal.selection: a search card must record its contract.")
+        return recorded, None
+    candidates = _with_statuses(_screened(contract, recorded, registry))
+    reference = next((c for c in candidates if c.status == "chosen"), None)
+    problems += _choice_problems(card, candidates, reference)
     selection = selection_of(contract, candidates, recorded.calibration_split)
     return selection, reference or (best_attempted(contract, candidates) if candidates else None)
+
+
+def _calibration_privacy(card, configuration, mechanism, entries) -> PrivacyGuarantee:
+    """The guarantee of everything released (Mondrian: all groups, composed)."""
+    recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
+    reachable = [entry.certificate.level_reachable for entry in entries]
+    if configuration.mondrian is not None:
+        sizes = _group_sizes(configuration.group_sizes)
+        adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+        read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
+        groups = len(configuration.groups)
+        planned = mondrian_privacy(mechanism, sizes, adjacency, n_groups_read=read, n_groups=groups)
+    return _privacy(recorded, planned, any(reachable), entries[0].release is not None)
 
 
 def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard:
@@ -232,17 +310,8 @@ def _expected(card: ContractCard, registry, problems: list[str]) -> ContractCard
             privacy = reference.calibration
     mechanism = _rebuild(configuration.mechanism, registry)
     entries = _entries(card, configuration, mechanism, problems)
-    if privacy is None:  # the guarantee of everything released (Mondrian: composed)
-        recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
-        reachable = [entry.certificate.level_reachable for entry in entries]
-        if configuration.mondrian is not None:
-            sizes = _group_sizes(configuration.group_sizes)
-            adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
-            read = len(entries) if isinstance(sizes, PrivateGroupSizes) else sum(reachable)
-            planned = mondrian_privacy(
-                mechanism, sizes, adjacency, n_groups_read=read, n_groups=len(entries)
-            )
-        privacy = _privacy(recorded, planned, any(reachable), entries[0].release is not None)
+    if privacy is None:
+        privacy = _calibration_privacy(card, configuration, mechanism, entries)
     return ContractCard.build(
         contract=card.contract,
         configuration=configuration,
@@ -266,6 +335,44 @@ def _differences(recorded: Any, expected: Any, path: str) -> list[str]:
         shown = [text if len(text) <= 80 else text[:77] + "..." for text in map(repr, pair)]
         return [f"{path}: recorded {shown[0]}, recomputed {shown[1]}."]
     return [problem for child in children for problem in _differences(*child)]
+
+
+def _registry(mechanisms) -> dict[str, type[QuantileMechanism]]:
+    """The mechanisms a card may name: the library's and ``mechanisms`` (checked)."""
+    extra = {} if mechanisms is None else mechanisms
+    if not isinstance(extra, dict):
+        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
+    for name, cls in extra.items():
+        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
+            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
+    return {**MECHANISMS, **{str(name): cls for name, cls in extra.items()}}
+
+
+def _key(public_key) -> str | None:
+    """The issuer's public key as 64 hex digits (None: none given)."""
+    if public_key is None:
+        return None
+    from ._signing import public_key_hex
+
+    return public_key_hex(public_key)
+
+
+def _check(card: ContractCard, registry, key: str | None) -> tuple[tuple[Clause, ...], list[str]]:
+    """Eq. (3) recomputed, and every problem: digest, signature, recomputed fields."""
+    problems = []
+    if card.compute_digest() != card.formal_sha256:
+        problems.append("formal_sha256 does not match the formal layer: the card was edited.")
+    if key is not None:
+        from ._signing import check_signature
+
+        problem = check_signature(card.signature, card.signed_payload(), key)
+        problems += [] if problem is None else [f"signature: {problem}"]
+    try:
+        expected = _expected(card, registry, problems)
+    except Exception as exc:  # a crafted card must not crash the verifier
+        return (), [*problems, f"cannot recompute the card: {exc!r}"]
+    problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
+    return expected.clauses, problems
 
 
 def _load(card: Any) -> ContractCard:
@@ -318,38 +425,13 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     >>> round(result.failed_clauses[0].margin, 6)
     -0.05
     """
-    extra = {} if mechanisms is None else mechanisms
-    if not isinstance(extra, dict):
-        raise TypeError(f"mechanisms must be a dict of name to class; got {type(extra).__name__}.")
-    for name, cls in extra.items():
-        if not (isinstance(cls, type) and issubclass(cls, QuantileMechanism)):
-            raise TypeError(f"mechanisms[{name!r}] must be a QuantileMechanism subclass.")
-    registry = {**MECHANISMS, **{str(name): cls for name, cls in extra.items()}}
-    key = None
-    if public_key is not None:
-        from ._signing import public_key_hex
-
-        key = public_key_hex(public_key)
+    registry, key = _registry(mechanisms), _key(public_key)
     try:
         card = _load(card)
     except (ValueError, OSError) as exc:
         return Verification("inconsistent", (), (f"unreadable card: {exc}",))
     try:
-        problems = []
-        if card.compute_digest() != card.formal_sha256:
-            problems.append("formal_sha256 does not match the formal layer: the card was edited.")
-        if key is not None:
-            from ._signing import check_signature
-
-            problem = check_signature(card.signature, card.signed_payload(), key)
-            problems += [] if problem is None else [f"signature: {problem}"]
-        try:
-            expected = _expected(card, registry, problems)
-            clauses = expected.clauses
-        except Exception as exc:  # a crafted card must not crash the verifier
-            clauses, problems = (), [*problems, f"cannot recompute the card: {exc!r}"]
-        else:
-            problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
+        clauses, problems = _check(card, registry, key)
     except Exception as exc:  # the verifier reports, it never crashes
         return Verification("inconsistent", (), (f"cannot verify the card: {exc!r}",))
     released = [(e.group, e.release) for e in card.calibrations if e.release is not None]
@@ -357,4 +439,7 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     trivial = tuple(g for g, release in released if g is not None and not release.informative)
     status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
     status, authenticated = ("inconsistent", False) if problems else (status, key is not None)
-    return Verification(status, clauses, tuple(problems), informative, authenticated, trivial)
+    signed = card.signature is not None
+    return Verification(
+        status, clauses, tuple(problems), informative, authenticated, trivial, signed
+    )

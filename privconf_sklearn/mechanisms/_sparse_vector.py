@@ -256,7 +256,10 @@ def choose_plan(
     (:data:`THRESHOLD_SHARES`) with ``k + lambda <= n`` (a count below the top of the
     grid can reach the target), minimise the level certified on scores spread
     uniformly, ``(k + lambda + u) / n + 1 / B`` (the width of Proposition 5.2's
-    certificate interval plus one grid cell). None when no pair is feasible.
+    certificate interval plus one grid cell). The search uses the offsets of a Fourier
+    transform; the chosen plan's are recomputed with the exact sums (and, should that
+    make it infeasible, the two-point grid, the most lenient plan, is tried). None
+    when no plan is feasible.
     """
     if rank > n:
         return None
@@ -272,12 +275,12 @@ def choose_plan(
         index = int(np.argmin(levels))
         if levels[index] < best_level:
             best_level, best = float(levels[index]), (int(sizes[index]), share)
-    if best is None:
-        return None
-    lower, upper = offsets(best[0], epsilon, best[1], beta)
-    if rank + lower > n:
-        return None
-    return SparseVectorPlan(best[0], best[1], lower, upper)
+    fallback = [(2, Fraction(0))] if 2 in sizes.tolist() else []
+    for size, share in ([best] if best is not None else []) + fallback:
+        lower, upper = offsets(size, epsilon, share, beta)  # exact sums
+        if rank + lower <= n:
+            return SparseVectorPlan(size, share, lower, upper)
+    return None
 
 
 # --------------------------------------------------------------- the release

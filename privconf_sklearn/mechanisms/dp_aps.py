@@ -31,6 +31,7 @@ from ._sparse_vector import (
     choose_plan,
     first_crossing,
     first_crossing_log_probabilities,
+    offsets,
 )
 from ._statistics import ScoreStatistics
 
@@ -38,10 +39,14 @@ __all__ = [
     "DPAPS",
     "MAX_GRID_SIZE",
     "RELEASES",
+    "SparseVectorPlan",
     "auto_n_bins",
     "certified_level",
+    "choose_plan",
     "cumulative_counts",
     "dp_aps_offset",
+    "first_crossing",
+    "first_crossing_log_probabilities",
     "grid_quantile_index",
     "vector_crossing_log_probabilities",
     "vector_first_crossing",
@@ -368,7 +373,13 @@ class DPAPS(QuantileMechanism):
         return None if plan is None else plan.n_bins
 
     def _feasible(self, n_samples: int, alpha: float) -> bool:
-        return self.resolve_plan(n_samples, alpha) is not None
+        """Fast for the automatic sparse vector grid: two points, one query, decide."""
+        params = self._validated_params()
+        if params["release"] != "sparse_vector" or params["n_bins"] != "auto":
+            return self.resolve_plan(n_samples, alpha) is not None
+        # B = 2 with no threshold noise has the smallest offset of all plans.
+        lower, _upper = offsets(2, params["epsilon"], Fraction(0), params["beta"])
+        return split_conformal_rank(n_samples, alpha) + lower <= n_samples
 
     def _unreachable(self, n: int, alpha: float) -> str:
         """Why ``(n, alpha)`` is infeasible."""

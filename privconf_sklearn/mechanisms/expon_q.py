@@ -68,6 +68,7 @@ __all__ = [
     "quantile_exponential_mechanism",
     "quantile_log_probabilities",
     "quantile_utilities",
+    "shaped_log_probabilities",
 ]
 
 #: Largest number of bins accepted (and tried by ``n_bins="auto"``): ``10^6`` edges cost
@@ -200,6 +201,35 @@ def quantile_log_probabilities(
     """
     mechanism = quantile_exponential_mechanism(q, epsilon, scaling)
     return mechanism.log_probabilities(quantile_utilities(counts, q, scaling))
+
+
+def shaped_log_probabilities(counts: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
+    """Normalised log-probabilities of the edges under the shaped utility.
+
+    Edge ``e_j`` is drawn with probability proportional to
+    ``exp(-epsilon max(s_h (B_j - k), s_l (k - C_j), 0))`` for the bin counts of the
+    scores (:func:`bin_counts`), computed from the exact integer penalties of
+    :func:`~privconf_sklearn.mechanisms._shaped.shaped_penalties`. ``shape`` fixes
+    ``s_l``, the target (``tau = n - k``, for the public ``n``) and ``m``; the counts may
+    come from another number of scores (add/remove neighbours at the parameters of
+    ``n``).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts.
+    shape : Shape
+        The public parameters (:meth:`ExponQParameters.shape`).
+    epsilon : float
+        Privacy parameter.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    numerators, denominator = shaped_penalties(miss_curve(counts), shape)
+    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return mechanism.log_probabilities(-numerators / denominator)
 
 
 # ------------------------------------------------------------------ the inflated level
@@ -729,10 +759,7 @@ class ExponQ(QuantileMechanism):
         """Normalised log-probabilities of the edges given the bin counts."""
         epsilon = self._validated_params()["epsilon"]
         if parameters.scaling == "shaped":
-            numerators, denominator = shaped_penalties(miss_curve(counts), parameters.shape(n))
-            return ExponentialMechanism(epsilon, 1.0, analysis="range-bounded").log_probabilities(
-                -numerators / denominator
-            )
+            return shaped_log_probabilities(counts, parameters.shape(n), epsilon)
         return quantile_log_probabilities(
             counts, parameters.level, epsilon, scaling=parameters.scaling
         )

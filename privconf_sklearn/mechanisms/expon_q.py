@@ -644,6 +644,9 @@ class ExponQ(QuantileMechanism):
     True
     """
 
+    #: The exact distribution costs one pass over the scores: used at every size.
+    _exact_forecast_limit = 10**7
+
     _parameter_constraints = {
         "epsilon": [Interval("real", 0, None, closed="neither")],
         "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],

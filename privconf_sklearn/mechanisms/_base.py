@@ -569,7 +569,7 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         scores = spread * (np.arange(n_samples) + 0.5) / n_samples
         exact = hasattr(self, "threshold_distribution") and n_samples <= self._exact_forecast_limit
         if exact:
-            values, log_probabilities = self.threshold_distribution(scores, alpha)
+            values, log_probabilities = self._forecast_distribution(scores, alpha)
             probabilities = np.exp(log_probabilities)
         else:
             values, probabilities = _monte_carlo(self, scores, alpha)
@@ -586,6 +586,10 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             rank_probabilities=np.bincount(inverse, weights=probabilities, minlength=ranks.size),
             exact=exact,
         )
+
+    def _forecast_distribution(self, scores: np.ndarray, alpha: float):
+        """The release distribution a forecast uses (absolute accuracy suffices)."""
+        return self.threshold_distribution(scores, alpha)  # type: ignore[attr-defined]
 
     def _needed_samples(self, alpha: float) -> str:
         """``"at least N calibration scores"``, for messages; never raises.

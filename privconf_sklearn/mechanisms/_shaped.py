@@ -77,7 +77,6 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import logsumexp
 
 __all__ = [
     "LOWER_SLOPES",
@@ -96,8 +95,8 @@ __all__ = [
 #: Denominator of the target level ``tau``: targets are multiples of 1/64.
 TARGET_DENOMINATOR = 64
 
-#: Lower slopes the automatic choice tries: 0.30, 0.35, ..., 1.00 (exact rationals).
-LOWER_SLOPES = tuple(Fraction(p, 20) for p in range(6, 21))
+#: Lower slopes the automatic choice tries: 0.3, 0.4, ..., 1.0 (exact rationals).
+LOWER_SLOPES = tuple(Fraction(p, 10) for p in range(3, 11))
 
 #: Grid sizes the automatic choice tries: 2 to 10^6, about 9 per decade.
 SHAPE_BIN_GRID = np.unique(
@@ -107,7 +106,7 @@ SHAPE_BIN_GRID = np.unique(
 #: Public score configurations of the criterion: scores fill the bottom ``f`` of the
 #: range (the rest is empty), for these ``f``, at these grid alignments.
 CRITERION_FRACTIONS = (1.0, 0.5, 0.25, 0.125)
-CRITERION_OFFSETS = tuple((np.arange(8) + 0.5) / 8)
+CRITERION_OFFSETS = tuple((np.arange(4) + 0.5) / 4)
 
 #: Terms of ``Gamma`` summed exactly before the integral bound of the tail.
 _EXACT_TERMS = 64
@@ -204,22 +203,32 @@ def target_numerators(n: int, level: float, epsilon: float, slopes, sizes, bound
     """``64 tau`` of the largest certified target for every ``(s_l, m)``, or -1 (broadcast).
 
     The certificate of the module docstring: ``(B + floor(tau) + Gamma(phi)) / (n + 1)
-    <= level`` (for a quantile, ``level = alpha``), ``phi = floor(tau) + 1 - tau``. For
-    each ``phi`` in ``{1/64, ..., 1}`` the largest integer part is
-    ``floor((n + 1) level - B - Gamma(phi))``; the best ``tau`` over ``phi`` is kept,
-    and -1 marks an unreachable level (even ``tau = 0`` fails).
+    <= level`` (for a quantile, ``level = alpha``), ``phi = floor(tau) + 1 - tau`` in
+    (0, 1]. ``room(phi) = (n + 1) level - B - Gamma(phi)`` increases with ``phi``, so the
+    largest integer part is ``W = floor(room(1))``, and the largest ``tau`` with that
+    integer part takes the smallest ``phi`` (a multiple of 1/64) with
+    ``room(phi) >= W``, found by bisection: ``tau = W + 1 - phi``. A smaller integer
+    part cannot do better (``tau < W``). -1 marks an unreachable level (``W < 0``).
     """
-    slopes = np.asarray(slopes, dtype=np.float64)
-    sizes = np.asarray(sizes, dtype=np.float64)
-    phis = np.arange(1, TARGET_DENOMINATOR + 1) / TARGET_DENOMINATOR
-    rate = epsilon * slopes / bound
-    gamma = lower_tail_sum(phis, rate[..., None], sizes[..., None])
-    room = (n + 1) * level - bound - gamma
-    whole = np.floor(room - 1e-9 * max(1.0, (n + 1) * level))
-    numerators = np.where(
-        whole >= 0, (whole + 1) * TARGET_DENOMINATOR - np.arange(1, TARGET_DENOMINATOR + 1), -1
+    slopes, sizes = np.broadcast_arrays(
+        np.asarray(slopes, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
     )
-    return numerators.max(axis=-1).astype(np.int64)
+    rate = epsilon * slopes / bound
+    margin = 1e-9 * max(1.0, (n + 1) * level)
+
+    def room(index):
+        return (n + 1) * level - bound - lower_tail_sum(index / TARGET_DENOMINATOR, rate, sizes)
+
+    whole = np.floor(room(np.full(slopes.shape, TARGET_DENOMINATOR)) - margin)
+    low = np.zeros(slopes.shape, dtype=np.int64)  # index 0 (phi = 0) stands for "fails"
+    high = np.full(slopes.shape, TARGET_DENOMINATOR, dtype=np.int64)
+    while (high - low > 1).any():
+        middle = (low + high) // 2
+        meets = room(middle) - margin >= whole
+        high = np.where(meets, middle, high)
+        low = np.where(meets, low, middle)
+    numerators = (whole + 1) * TARGET_DENOMINATOR - high
+    return np.where(whole >= 0, numerators, -1).astype(np.int64)
 
 
 def largest_target(
@@ -307,8 +316,8 @@ def expected_relative_threshold(n, epsilon, lower_slope, n_bins, rank, fraction,
     pieces.append((-epsilon * np.maximum(s_h * (below_top - k), 0.0), np.ones_like(n)))
     log_weights = np.stack([piece[0] for piece in pieces])
     values = np.stack([piece[1] for piece in pieces])
-    weights = np.exp(log_weights - logsumexp(log_weights, axis=0))
-    return np.sum(weights * values, axis=0) / f
+    weights = np.exp(log_weights - log_weights.max(axis=0))
+    return np.sum(weights * values, axis=0) / weights.sum(axis=0) / f
 
 
 @lru_cache(maxsize=1024)
@@ -327,7 +336,7 @@ def choose_shape(
     one with the smallest expected released threshold relative to the scores' range,
     :func:`expected_relative_threshold`, averaged over four public configurations in
     which the scores fill the bottom 100%, 50%, 25% or 12.5% of the public range (the
-    rest empty) and over eight grid alignments. The configurations with an empty top
+    rest empty) and over four grid alignments. The configurations with an empty top
     penalise flat utilities and loose grids (the release wanders into the empty top);
     the ones with crowded scores penalise coarse grids. Ties go to the first pair
     (smaller ``s_l``, then smaller ``m``). Returns None if no pair is feasible.

@@ -296,7 +296,7 @@ def first_crossing(
 
 
 def first_crossing_log_probabilities(
-    counts: np.ndarray, target: int, epsilon: float, share: Fraction
+    counts: np.ndarray, target: int, epsilon: float, share: Fraction, *, relative: bool = True
 ) -> np.ndarray:
     """Exact ``log P(b_hat = b)``, ``b = 1..B``, summed over the threshold noise.
 
@@ -304,14 +304,20 @@ def first_crossing_log_probabilities(
     (1 - F(T + rho - N_b - 1))`` for ``b < B`` and the remaining mass for ``B``. The sum
     runs over every ``rho`` within ``R`` (``P(|rho| > R) <= 1e-20``) of the values
     ``N_b - T`` where the terms peak, so the omitted mass is below ``1e-20`` times the
-    number of grid points, and every term is computed in log space.
+    number of grid points, and every term is computed in log space. With
+    ``relative=False`` only the ``rho`` of probability above ``1e-20`` are summed: every
+    probability is then exact to an absolute ``1e-20`` (enough for forecasts), and the
+    cost no longer grows with ``n``.
     """
     counts = np.asarray(counts, dtype=np.int64)
     rate_threshold = epsilon * float(share)
     rate_query = epsilon - rate_threshold
     radius = _window(min(rate_threshold, rate_query) if rate_threshold > 0 else rate_query)
-    low = int(counts.min()) - target - radius
-    high = int(counts.max()) - target + radius
+    if relative:
+        low = int(counts.min()) - target - radius
+        high = int(counts.max()) - target + radius
+    else:  # absolute accuracy only: the values of rho with probability above 1e-20
+        low, high = (-radius, radius) if rate_threshold > 0 else (0, 0)
     rho = np.arange(low, high + 1)[:, None]
     gaps = target + rho - counts[None, :] - 1  # crossing at b needs nu_b > gaps
     log_below = discrete_laplace_log_cdf(gaps, rate_query)

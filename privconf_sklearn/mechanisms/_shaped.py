@@ -108,6 +108,10 @@ SHAPE_BIN_GRID = np.unique(
 CRITERION_FRACTIONS = (1.0, 0.5, 0.25, 0.125)
 CRITERION_OFFSETS = tuple((np.arange(4) + 0.5) / 4)
 
+#: The criterion evaluates larger budgets at this one: penalties are multiples of at
+#: least 1/6400, so beyond it every edge but the plateau has probability below e^-156.
+_CRITERION_EPSILON_CAP = 1e6
+
 #: Terms of ``Gamma`` summed exactly before the integral bound of the tail.
 _EXACT_TERMS = 64
 
@@ -175,7 +179,7 @@ def shaped_penalties(curve: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
 
 def _tail_terms(t: np.ndarray, rate, n_bins) -> np.ndarray:
     """``g(t) = (m - 1) e^{-a t} / (1 + (m - 1) e^{-a t})`` for ``t >= 0`` (broadcast)."""
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # a huge rate: the terms are 0
         return 1.0 / (1.0 + np.exp(rate * t - np.log(np.maximum(n_bins - 1, 1))))
 
 
@@ -193,7 +197,7 @@ def lower_tail_sum(phi, rate, n_bins) -> np.ndarray:
     points = phi[..., None] + np.arange(_EXACT_TERMS)
     head = _tail_terms(points, rate[..., None], n_bins[..., None]).sum(axis=-1)
     start = phi + (_EXACT_TERMS - 1)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", under="ignore"):
         tail = np.log1p(np.exp(np.log(np.maximum(n_bins - 1, 1)) - rate * start)) / rate
     total = (head + tail) * (1.0 + 1e-9) + 1e-12
     return np.where(n_bins >= 2, total, 0.0)
@@ -351,7 +355,7 @@ def choose_shape(
     ranks = n - numerators[slope_index, size_index] / TARGET_DENOMINATOR
     values = expected_relative_threshold(
         n,
-        epsilon,
+        min(epsilon, _CRITERION_EPSILON_CAP),
         slope_values[slope_index][:, None, None],
         sizes[size_index].astype(np.float64)[:, None, None],
         ranks[:, None, None],

@@ -313,11 +313,13 @@ def first_crossing_log_probabilities(
     rate_threshold = epsilon * float(share)
     rate_query = epsilon - rate_threshold
     radius = _window(min(rate_threshold, rate_query) if rate_threshold > 0 else rate_query)
-    if relative:
+    if rate_threshold == 0.0:  # no threshold noise: rho = 0
+        low = high = 0
+    elif relative:
         low = int(counts.min()) - target - radius
         high = int(counts.max()) - target + radius
     else:  # absolute accuracy only: the values of rho with probability above 1e-20
-        low, high = (-radius, radius) if rate_threshold > 0 else (0, 0)
+        low, high = -radius, radius
     rho = np.arange(low, high + 1)[:, None]
     gaps = target + rho - counts[None, :] - 1  # crossing at b needs nu_b > gaps
     log_below = discrete_laplace_log_cdf(gaps, rate_query)
@@ -327,6 +329,4 @@ def first_crossing_log_probabilities(
     log_terms[:, -1] = prefix[:, -1]
     if rate_threshold > 0:
         log_terms += discrete_laplace_log_pmf(rho, rate_threshold)
-    else:  # no threshold noise: only rho = 0
-        log_terms = log_terms[rho[:, 0] == 0]
     return logsumexp(log_terms, axis=0)

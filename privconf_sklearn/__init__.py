@@ -10,11 +10,13 @@ from .cards import Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import (
     Calibration,
+    Forecast,
     InfeasibleCalibrationWarning,
     PrivacyGuarantee,
     UninformativeCalibrationWarning,
 )
 from .model_selection import CertificateAwareSearch
+from .mondrian import UninformativePredictionWarning
 from .regression import (
     PrivacyLeakWarning,
     PrivateConformalRegressor,
@@ -34,6 +36,7 @@ __all__ = [
     "CertificateAwareSearch",
     "Contract",
     "ContractCard",
+    "Forecast",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "PrivacyLeakWarning",
@@ -42,6 +45,7 @@ __all__ = [
     "QuantilePair",
     "ScoreBoundsWarning",
     "UninformativeCalibrationWarning",
+    "UninformativePredictionWarning",
     "__version__",
     "import_diffprivlib",
     "verify_card",

@@ -42,6 +42,7 @@ from .mechanisms._base import Calibration
 from .mondrian import (
     MondrianCalibration,
     PrivateGroupSizes,
+    UninformativePredictionWarning,
     UnseenGroupWarning,
     calibrate_groups,
     group_records,
@@ -235,6 +236,9 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         """Subclass hook: further fitted attributes (e.g. ``classes_``)."""
         return {}
 
+    def _warn_about_score(self, score: BaseConformityScore, estimator) -> None:
+        """Subclass hook: warn about a score that suits the task poorly (public only)."""
+
     # ------------------------------------------------------------- validation
     def _validated(self, *names: str) -> dict:
         """Some parameters checked against the constraints table (see :meth:`_plan`)."""
@@ -412,6 +416,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         alpha, adjacency = params["alpha"], params["adjacency"]
         mondrian = params["mondrian"]
         score.check_estimator(estimator)
+        self._warn_about_score(score, estimator)
         n = _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
         if n == 0:
@@ -612,7 +617,24 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 UnseenGroupWarning,
                 stacklevel=2,
             )
+        elif n > 0 and self._every_output_trivial(result, X):
+            warnings.warn(
+                f"Every one of the {n} prediction {self._output_name} is trivial "
+                f"({self._trivial_output}): the calibration released the top of the public "
+                f"range. {self.calibration_.reason or ''} See calibration_ and "
+                "mechanism.forecast(n, alpha) for why, and how many rows would help.",
+                UninformativePredictionWarning,
+                stacklevel=2,
+            )
         return result
+
+    #: What :meth:`predict_set` returns, and what a trivial one is, for its warning.
+    _output_name = "sets"
+    _trivial_output = "every label"
+
+    def _every_output_trivial(self, outputs: np.ndarray, X) -> bool:
+        """Whether every returned set or interval is trivial (reads only test inputs)."""
+        return bool(np.all(outputs))
 
     def _sets(self, X, unseen: dict) -> np.ndarray:
         """Sets for the rows of ``X``; counts test rows of unseen groups into ``unseen``."""

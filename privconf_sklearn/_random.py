@@ -96,6 +96,16 @@ class NoiseSource:
         """Centred Gaussian noise with standard deviation ``scale``."""
         return scale * ndtri(self.uniform(size))
 
+    def discrete_laplace(self, rate: float, size: int = 1) -> np.ndarray:
+        """Integer noise with ``P(z)`` proportional to ``exp(-rate |z|)`` (two-sided geometric).
+
+        The difference of two independent geometric variables on ``{0, 1, ...}`` with
+        ``P(G >= g) = exp(-rate g)``, each drawn by inversion of one uniform.
+        """
+        first = np.floor(-np.log(self.uniform(size)) / rate)
+        second = np.floor(-np.log(self.uniform(size)) / rate)
+        return (first - second).astype(np.int64)
+
     def categorical_from_log_weights(self, log_weights: np.ndarray) -> int:
         """Draw index ``j`` with probability proportional to ``exp(log_weights[j])``.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import ClassifierMixin, is_regressor
 from sklearn.utils.metaestimators import available_if
@@ -11,6 +13,7 @@ from ._base import BasePrivateConformal, _estimator_has, common_constraints
 from ._validation import encode_labels
 from .mondrian import MondrianCalibration
 from .scores import APS, LAC, RAPS
+from .scores._base import ConformityScoreWarning
 from .scores.classification import check_label_kinds
 
 __all__ = ["PrivateConformalClassifier"]
@@ -194,6 +197,18 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
             )
         check_label_kinds(y, estimator.classes_)
         return encode_labels(y, estimator.classes_)
+
+    def _warn_about_score(self, score, estimator) -> None:
+        """APS and RAPS on a binary task: the true label's cumulative mass is often 1."""
+        if isinstance(score, APS | RAPS) and len(estimator.classes_) == 2:
+            warnings.warn(
+                f"{type(score).__name__} scores on a binary task: the cumulative mass up to "
+                "the true label is 1 whenever the model ranks the other label first, so the "
+                "calibration threshold is often the top of the range (full sets); MAPIE "
+                "refuses these scores for binary targets. Use conformity_score='lac'.",
+                ConformityScoreWarning,
+                stacklevel=4,
+            )
 
     def _mondrian_row_groups(self, mondrian, X, encoded, estimator, n_rows: int):
         if isinstance(mondrian, str):  # "class": the group of a row is its label

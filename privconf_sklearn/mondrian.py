@@ -44,11 +44,20 @@ __all__ = [
     "GroupCalibration",
     "MondrianCalibration",
     "PrivateGroupSizes",
+    "UninformativePredictionWarning",
     "UnseenGroupWarning",
     "mondrian_privacy",
     "private_sizes_coverage_floor",
     "size_grid_floor",
 ]
+
+
+class UninformativePredictionWarning(UninformativeCalibrationWarning):
+    """Every prediction set returned by one call is full (every interval spans the bounds).
+
+    Raised by ``predict_set`` / ``predict_interval``; it reads only the test inputs,
+    so it costs no privacy.
+    """
 
 
 class UnseenGroupWarning(UninformativeCalibrationWarning):

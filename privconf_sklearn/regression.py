@@ -23,8 +23,10 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._base import BasePrivateConformal, common_constraints
 from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
+from ._groups import GroupIndex, group_ids_of_rows
 from ._validation import Constraint, NoneValue
 from .mechanisms import Calibration
+from .mondrian import MondrianCalibration
 from .scores.regression import CQR, AbsoluteResidual, check_predictions
 
 __all__ = [
@@ -645,6 +647,20 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     def predict_interval(self, X, *, batch_size: int | None = None) -> np.ndarray:
         """Alias of :meth:`predict_set`: ``(n_samples, 2)`` lower and upper ends."""
         return self.predict_set(X, batch_size=batch_size)
+
+    _output_name = "intervals"
+    _trivial_output = "each as wide as the score bounds allow"
+
+    def _every_output_trivial(self, outputs: np.ndarray, X) -> bool:
+        """Whether every row's threshold is the top of the score range."""
+        top = self.score_bounds_[1]
+        if not isinstance(self.calibration_, MondrianCalibration):
+            return bool(self.threshold_ >= top)
+        codes = GroupIndex(self.groups_.tolist()).codes(
+            group_ids_of_rows(self.mondrian_, X, outputs.shape[0])
+        )
+        thresholds = np.where(codes < 0, top, self.group_thresholds_[np.maximum(codes, 0)])
+        return bool(np.all(thresholds >= top))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""DP-APS: sensitivity, exact privacy, automatic grid, feasibility, coverage, bad input.
+"""DP-APS with the paper's vector release: sensitivity, exact privacy, grid, coverage, input.
+
+The default sparse vector release has its own tests (``test_dp_aps_sparse_vector.py``).
 
 The released index ``b_hat`` is the first noisy cumulative count reaching ``k + lambda``
 with independent Laplace noises, so its distribution is available in closed form
@@ -107,7 +109,7 @@ def test_exact_privacy_on_neighbours(epsilon, n_bins, alpha):
     replacement of a top score by a bottom one below, at the same ``n``.
     """
     rng = np.random.default_rng(int(100 * epsilon) + n_bins)
-    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins, release="vector")
     worst = 0.0
     for n in (30, 300, 3000):
         if not mechanism.coverage_certificate(n, alpha).feasible:
@@ -129,7 +131,7 @@ def test_exact_privacy_at_the_worst_case(epsilon):
     sensitivity 1 instead of B (scale 1 / epsilon) would lose about (B - 1) epsilon.
     """
     n_bins, n, alpha = 4, 4000, 0.5
-    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins, release="vector")
     target = rank(n, alpha) + dp_aps_offset(n_bins, epsilon, 1e-3)
     at_zero = math.ceil(target)  # every gap target - N_j <= 0: the Laplace left tail
     first = np.r_[np.zeros(at_zero), np.ones(n - at_zero)]
@@ -141,7 +143,7 @@ def test_exact_privacy_at_the_worst_case(epsilon):
 def test_sampler_matches_the_exact_distribution(n_bins):
     """20000 runs of DPAPS.calibrate against threshold_distribution (exact tails)."""
     scores = np.random.default_rng(1).beta(2.0, 5.0, size=300)
-    mechanism = DPAPS(epsilon=2.0, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=2.0, n_bins=n_bins, release="vector")
     values, log_p = mechanism.threshold_distribution(scores, 0.3)
     noise = np.random.default_rng(2)
     with warnings.catch_warnings():
@@ -157,15 +159,19 @@ def test_sampler_matches_the_exact_distribution(n_bins):
 # ------------------------------------------------------ details, diagnostics
 def test_details_are_public_and_diagnostics_owner_only():
     scores = np.random.default_rng(4).beta(2.0, 5.0, size=3000)
-    calibration = DPAPS(epsilon=1.0, n_bins=20, beta=1e-3).calibrate(scores, 0.1, random_state=0)
+    calibration = DPAPS(epsilon=1.0, n_bins=20, beta=1e-3, release="vector").calibrate(
+        scores, 0.1, random_state=0
+    )
     details, owner = calibration.details, calibration.owner_diagnostics
     assert set(details) == {
+        "release",
         "rank",
         "offset",
         "n_bins",
         "beta",
         "target_count",
         "certificate_rank",
+        "threshold_share",
         "n_bins_auto",
     }
     assert set(owner) == {"grid_threshold", "certificate_width", "observed_inflation"}
@@ -187,7 +193,7 @@ def test_certificate_width_is_nonincreasing_in_epsilon():
     """Remark 5.3: for fixed scores and grid, W(c) cannot grow with epsilon."""
     scores = np.random.default_rng(5).beta(2.0, 5.0, size=4000)
     widths = [
-        DPAPS(epsilon=epsilon, n_bins=25)
+        DPAPS(epsilon=epsilon, n_bins=25, release="vector")
         .calibrate(scores, 0.2, random_state=0)
         .owner_diagnostics["certificate_width"]
         for epsilon in (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -201,7 +207,7 @@ def test_threshold_lies_in_the_certificate_interval():
     """Proposition 5.2: t_{q(k)} <= threshold <= t_{q(k)} + W with probability 1 - beta."""
     scores = np.random.default_rng(6).beta(2.0, 5.0, size=2000)
     runs, beta = 4000, 0.05
-    mechanism = DPAPS(epsilon=2.0, n_bins=10, beta=beta)
+    mechanism = DPAPS(epsilon=2.0, n_bins=10, beta=beta, release="vector")
     noise = np.random.default_rng(7)
     inside = 0
     for _ in range(runs):
@@ -223,7 +229,7 @@ def test_auto_grid_minimises_the_certified_level(n, alpha, epsilon, beta):
     feasible = bins[rank(n, alpha) + bins * np.log(bins / beta) / epsilon <= n]
     levels = certified_level(n, alpha, epsilon, beta, feasible)
     assert chosen == feasible[np.argmin(levels)]
-    assert DPAPS(epsilon=epsilon, beta=beta).resolve_n_bins(n, alpha) == chosen
+    assert DPAPS(epsilon=epsilon, beta=beta, release="vector").resolve_n_bins(n, alpha) == chosen
 
 
 def test_auto_grid_is_deterministic_public_and_cached():
@@ -243,8 +249,8 @@ def test_auto_grid_certifies_a_lower_level_than_the_papers():
 
 
 def test_default_grid_is_auto_and_papers_grid_is_available():
-    assert DPAPS(1.0).get_params()["n_bins"] == "auto"
-    calibration = DPAPS(1.0, n_bins=20).calibrate(
+    assert DPAPS(1.0, release="vector").get_params()["n_bins"] == "auto"
+    calibration = DPAPS(1.0, n_bins=20, release="vector").calibrate(
         np.random.default_rng(0).uniform(size=5000), 0.1, random_state=0
     )
     assert calibration.details["n_bins"] == 20 and not calibration.details["n_bins_auto"]
@@ -276,13 +282,15 @@ def _assert_infeasible_without_reading(mechanism, n, alpha, monkeypatch, match):
 @pytest.mark.parametrize(("n", "alpha"), [(5, 0.1), (18, 0.05)])
 def test_unreachable_rank_is_infeasible_without_reading_data(n, alpha, monkeypatch):
     assert rank(n, alpha) > n
-    _assert_infeasible_without_reading(DPAPS(epsilon=1.0), n, alpha, monkeypatch, "exceeds n")
+    _assert_infeasible_without_reading(
+        DPAPS(epsilon=1.0, release="vector"), n, alpha, monkeypatch, "exceeds n"
+    )
 
 
 @pytest.mark.parametrize(("n_bins", "n"), [(20, 1000), (20, 1998), ("auto", 100)])
 def test_counts_that_cannot_cross_are_infeasible(n_bins, n, monkeypatch):
     """k <= n but k + lambda > n: the noisy counts would essentially never cross."""
-    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins, release="vector")
     assert rank(n, 0.1) <= n
     _assert_infeasible_without_reading(mechanism, n, 0.1, monkeypatch, "never reach")
 
@@ -291,7 +299,7 @@ def test_counts_that_cannot_cross_are_infeasible(n_bins, n, monkeypatch):
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
 @pytest.mark.parametrize("alpha", [0.05, 0.1])
 def test_min_informative_samples_is_the_feasibility_boundary(n_bins, epsilon, alpha):
-    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins, release="vector")
     n = mechanism.min_informative_samples(alpha)
     assert mechanism.coverage_certificate(n, alpha).feasible
     assert not mechanism.coverage_certificate(n - 1, alpha).feasible
@@ -303,7 +311,9 @@ def test_min_informative_samples_is_the_feasibility_boundary(n_bins, epsilon, al
 def test_no_crossing_warns_and_is_not_informative():
     """Feasible, but every score at the top: no noisy count below t_B reaches the target."""
     with pytest.warns(UninformativeCalibrationWarning, match="no noisy cumulative count"):
-        calibration = DPAPS(epsilon=1.0).calibrate(np.ones(3000), 0.1, random_state=0)
+        calibration = DPAPS(epsilon=1.0, release="vector").calibrate(
+            np.ones(3000), 0.1, random_state=0
+        )
     assert calibration.feasible and not calibration.informative
     assert "no noisy cumulative count" in calibration.reason
 
@@ -312,7 +322,7 @@ def test_no_crossing_warns_and_is_not_informative():
 @pytest.mark.parametrize("beta", [1e-3, 0.05])
 @pytest.mark.parametrize("n_bins", ["auto", 10])
 def test_certificate_is_what_calibrate_returns(n, alpha, beta, n_bins):
-    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins, beta=beta)
+    mechanism = DPAPS(epsilon=1.0, n_bins=n_bins, beta=beta, release="vector")
     certificate = mechanism.coverage_certificate(n, alpha)
     with warnings.catch_warnings():
         # Uniform scores: the target level often falls in the top grid cell.
@@ -365,7 +375,7 @@ def test_monte_carlo_coverage(distribution, n, alpha, epsilon, n_bins, runs):
     their number is at least sum p_i - sqrt(runs log(1 / 1e-7) / 2) except with
     probability 1e-7 (Hoeffding), and the p_i average above one half.
     """
-    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins, release="vector")
     certificate = mechanism.coverage_certificate(n, alpha)
     assert certificate.feasible
     rng, noise = np.random.default_rng(n + int(100 * alpha)), np.random.default_rng(1)
@@ -394,7 +404,7 @@ def test_plugs_into_the_classifier_and_spends_epsilon():
     accountant = BudgetAccountant()
     estimator = PrivateConformalClassifier(
         model,
-        mechanism=DPAPS(epsilon=0.7, n_bins=10),
+        mechanism=DPAPS(epsilon=0.7, n_bins=10, release="vector"),
         alpha=0.1,
         random_state=0,
         accountant=accountant,
@@ -405,7 +415,12 @@ def test_plugs_into_the_classifier_and_spends_epsilon():
     sets = estimator.predict_set(X[:50])
     assert sets.shape == (50, 2) and sets.dtype == bool
     cloned = clone(estimator)
-    assert cloned.mechanism.get_params() == {"epsilon": 0.7, "n_bins": 10, "beta": 1e-3}
+    assert cloned.mechanism.get_params() == {
+        "epsilon": 0.7,
+        "n_bins": 10,
+        "beta": 1e-3,
+        "release": "vector",
+    }
 
 
 # ------------------------------------------------------------ bad input
@@ -431,7 +446,7 @@ def test_plugs_into_the_classifier_and_spends_epsilon():
     ],
 )
 def test_bad_parameters_are_rejected_by_name(params, error, match):
-    mechanism = DPAPS(**params)
+    mechanism = DPAPS(**params, release="vector")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(error, match=f"DPAPS: {match}"):

@@ -11,6 +11,7 @@ from ..privacy import PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
+    Forecast,
     InfeasibleCalibrationWarning,
     QuantileMechanism,
     UninformativeCalibrationWarning,
@@ -30,6 +31,7 @@ __all__ = [
     "ExponQ",
     "FedCP2QQ",
     "FedCPQQ",
+    "Forecast",
     "InfeasibleCalibrationWarning",
     "PrivacyGuarantee",
     "QuantileMechanism",

@@ -7,6 +7,7 @@ and re-check its guarantees. Mechanisms never see features, labels or models.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from abc import ABCMeta, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from ._statistics import ScoreArray, ScoreStatistics
 __all__ = [
     "Calibration",
     "CoverageCertificate",
+    "Forecast",
     "InfeasibleCalibrationWarning",
     "QuantileMechanism",
     "UninformativeCalibrationWarning",
@@ -238,6 +240,60 @@ class CoverageCertificate:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Forecast:
+    """What a calibration of ``n_samples`` rows at ``alpha`` will likely release.
+
+    Parameters
+    ----------
+    n_samples : int
+        Calibration size (public).
+    alpha : float
+        Miscoverage level.
+    spread : float
+        The public scenario: scores spread evenly over ``[0, spread]`` of the range.
+    certificate : CoverageCertificate
+        The coverage the mechanism certifies at this size (``feasible`` False: the
+        release is the top of the range, without reading data).
+    informative_probability : float
+        Probability that the release is not the top of the range, in the scenario.
+    expected_coverage : float
+        Expected coverage of a new score drawn uniformly from ``[0, spread]``.
+    ranks : ndarray of int
+        Possible numbers ``C`` of calibration scores at or below the release.
+    rank_probabilities : ndarray of float
+        Their probabilities in the scenario.
+    exact : bool
+        True if computed from the mechanism's exact release distribution, False for a
+        seeded Monte Carlo of :data:`MONTE_CARLO_RUNS` releases.
+    """
+
+    n_samples: int
+    alpha: float
+    spread: float
+    certificate: CoverageCertificate
+    informative_probability: float
+    expected_coverage: float
+    ranks: np.ndarray
+    rank_probabilities: np.ndarray
+    exact: bool
+
+    def summary(self) -> str:
+        """One sentence for warnings and reports."""
+        if not self.certificate.feasible:
+            return f"at n = {self.n_samples} the level is unreachable (always trivial)"
+        return (
+            f"at n = {self.n_samples}, with scores filling the bottom {self.spread:.0%} of the "
+            f"range, a release is informative with probability "
+            f"{self.informative_probability:.3g} and covers about "
+            f"{self.expected_coverage:.3f} on average"
+        )
+
+
+def _idealised_scores(n: int, spread: float) -> np.ndarray:
+    return spread * (np.arange(n) + 0.5) / n
+
+
 def infeasible_calibration(
     mechanism: str, n_samples: int, alpha: float, reason: str, **details
 ) -> Calibration:
@@ -275,6 +331,10 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
 
     #: Whether :meth:`calibrate` needs ``groups`` (one agent id per score).
     requires_groups: bool = False
+
+    #: Largest ``n`` :meth:`forecast` computes from ``threshold_distribution`` (above it,
+    #: a seeded Monte Carlo of the release).
+    _exact_forecast_limit: int = 20_000
 
     @abstractmethod
     def privacy_guarantee(self) -> PrivacyGuarantee:
@@ -410,9 +470,37 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             f"{type(self).__name__}: "
             f"{calibration.reason or 'the released threshold is the top of the range.'} "
             "Prediction sets will be the whole label set / intervals the whole score "
-            "range.",
+            f"range. {self._trivial_causes(calibration)}",
             category,
             stacklevel=3,
+        )
+
+    def _trivial_causes(self, calibration: Calibration) -> str:
+        """Every possible cause of a trivial release, with this mechanism's forecast."""
+        n, alpha = calibration.n_samples, calibration.alpha
+        if not calibration.feasible:
+            return ""
+        try:
+            filled = self.forecast(n, alpha, spread=1.0)
+            half = self.forecast(n, alpha, spread=0.5)
+            forecast = (
+                f"(1) Too few rows for this budget: at n = {n} a release is informative with "
+                f"probability {filled.informative_probability:.2g} when the scores fill the "
+                f"public range and {half.informative_probability:.2g} when they fill its "
+                "bottom half (mechanism.forecast(n, alpha)); more rows or a larger epsilon "
+                "help. "
+            )
+        except ValueError:  # a forecast too large to simulate
+            forecast = "(1) Too few rows for this budget (see mechanism.forecast(n, alpha)). "
+        return (
+            "Possible causes: "
+            + forecast
+            + "(2) The model's own scores sit at the top of the range: a forest's "
+            "probabilities come in steps of 1/n_estimators, APS/RAPS scores of a binary "
+            "task are often 1, a weak model's LAC scores crowd near 1; then no private or "
+            "non-private threshold below the top covers enough scores. To tell which, "
+            "calibrate the same model with SplitConformal() on non-sensitive data: if its "
+            "sets are full too, the scores are the cause."
         )
 
     def min_informative_samples(self, alpha: float) -> int:
@@ -443,6 +531,65 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         return smallest_feasible_size(
             lambda n: self._feasible(n, alpha), f"{self!r} at alpha = {alpha!r}"
         )
+
+    def forecast(self, n_samples: int, alpha: float, *, spread: float = 1.0) -> Forecast:
+        """What a calibration of ``n_samples`` rows will likely release, before any data.
+
+        ``min_informative_samples`` says from which size the mechanism *can* release
+        something other than the top of the range; the forecast says how likely it is
+        to, and where the release will land. It runs the mechanism's own exact release
+        distribution (``threshold_distribution``) on public, idealised scores: ``n``
+        distinct scores spread evenly over the bottom ``spread`` of the public range,
+        ``s_i = spread (i - 1/2) / n``, the rest empty. ``spread = 1`` is a model whose
+        scores fill the range; a small ``spread`` is the case that makes private
+        releases wander (an accurate classifier, regression scores under loose bounds).
+        A mechanism without an exact distribution is forecast by a seeded Monte Carlo
+        of its own release on the same scores. No data are read, no privacy is spent.
+
+        Parameters
+        ----------
+        n_samples : int
+            Calibration size (public).
+        alpha : float
+            Miscoverage level in (0, 1).
+        spread : float, default=1.0
+            Share of the public range the idealised scores fill, in (0, 1].
+
+        Returns
+        -------
+        Forecast
+        """
+        alpha = check_alpha(alpha)
+        n_samples = _check_forecast_size(n_samples)
+        if isinstance(spread, bool) or not isinstance(spread, numbers.Real) or not 0 < spread <= 1:
+            raise ValueError(f"spread must be a real number in (0, 1]; got {spread!r}.")
+        spread = float(spread)
+        self._check_params()
+        certificate = self.coverage_certificate(n_samples, alpha)
+        scores = spread * (np.arange(n_samples) + 0.5) / n_samples
+        exact = hasattr(self, "threshold_distribution") and n_samples <= self._exact_forecast_limit
+        if exact:
+            values, log_probabilities = self._forecast_distribution(scores, alpha)
+            probabilities = np.exp(log_probabilities)
+        else:
+            values, probabilities = _monte_carlo(self, scores, alpha)
+        covered = np.searchsorted(scores, values, side="right")
+        ranks, inverse = np.unique(covered, return_inverse=True)
+        return Forecast(
+            n_samples=n_samples,
+            alpha=alpha,
+            spread=spread,
+            certificate=certificate,
+            informative_probability=min(1.0, float(probabilities[values < 1.0].sum())),
+            expected_coverage=min(1.0, float(probabilities @ np.minimum(values / spread, 1.0))),
+            ranks=ranks,
+            rank_probabilities=np.bincount(inverse, weights=probabilities, minlength=ranks.size),
+            exact=exact,
+        )
+
+    def _forecast_distribution(self, scores: np.ndarray, alpha: float):
+        """The release distribution a forecast uses (absolute accuracy suffices)."""
+        return self.threshold_distribution(scores, alpha)  # type: ignore[attr-defined]
 
     def _needed_samples(self, alpha: float) -> str:
         """``"at least N calibration scores"``, for messages; never raises.
@@ -528,3 +675,37 @@ def smallest_feasible_size(feasible, owner: str = "mechanism") -> int:
         else:
             low = middle
     return high
+
+
+#: Runs of the Monte Carlo forecast for mechanisms without an exact distribution.
+MONTE_CARLO_RUNS = 400
+
+#: Largest calibration size a forecast simulates (its idealised scores are materialised).
+MAX_FORECAST_SAMPLES = 10**7
+
+
+def _check_forecast_size(n_samples) -> int:
+    if (
+        isinstance(n_samples, bool)
+        or not isinstance(n_samples, numbers.Integral)
+        or not 1 <= n_samples <= MAX_FORECAST_SAMPLES
+    ):
+        raise ValueError(
+            f"n_samples must be an integer in [1, {MAX_FORECAST_SAMPLES}]; got {n_samples!r}."
+        )
+    return int(n_samples)
+
+
+def _monte_carlo(mechanism: QuantileMechanism, scores: np.ndarray, alpha: float):
+    """Released thresholds of a seeded Monte Carlo, as (values, probabilities)."""
+    noise = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        released = np.array(
+            [
+                mechanism.calibrate(scores, alpha, random_state=noise).threshold
+                for _ in range(MONTE_CARLO_RUNS)
+            ]
+        )
+    values, counts = np.unique(released, return_counts=True)
+    return values, counts / counts.sum()

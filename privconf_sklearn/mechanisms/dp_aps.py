@@ -11,6 +11,7 @@ grid size ``B`` is chosen from public quantities by default (:func:`auto_n_bins`
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -25,18 +26,30 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
+from ._sparse_vector import (
+    SparseVectorPlan,
+    choose_plan,
+    first_crossing,
+    first_crossing_log_probabilities,
+    offsets,
+)
 from ._statistics import ScoreStatistics
 
 __all__ = [
     "DPAPS",
     "MAX_GRID_SIZE",
+    "RELEASES",
+    "SparseVectorPlan",
     "auto_n_bins",
     "certified_level",
+    "choose_plan",
     "cumulative_counts",
     "dp_aps_offset",
     "first_crossing",
     "first_crossing_log_probabilities",
     "grid_quantile_index",
+    "vector_crossing_log_probabilities",
+    "vector_first_crossing",
 ]
 
 #: Largest grid size ``B`` accepted: ``B`` Laplace draws and counts per calibration,
@@ -170,7 +183,7 @@ def auto_n_bins(n: int, alpha: float, epsilon: float, beta: float) -> int | None
     return int(candidates[int(np.argmin(levels))])
 
 
-def first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
+def vector_first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
     """``b_hat = min{b : noisy N_b >= target}``, or ``B`` if there is none.
 
     Parameters
@@ -191,7 +204,7 @@ def first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
     return np.where(reached.any(axis=-1), first, noisy_counts.shape[-1])
 
 
-def first_crossing_log_probabilities(
+def vector_crossing_log_probabilities(
     counts: np.ndarray, target: float, noise: LaplaceVectorMechanism
 ) -> np.ndarray:
     """Exact ``log P(b_hat = b)``, ``b = 1..B``, of :func:`first_crossing`.
@@ -228,50 +241,57 @@ def grid_quantile_index(counts: np.ndarray, rank: float) -> int:
     return min(index, counts.shape[0])
 
 
+#: Releases of :class:`DPAPS`, the default first.
+RELEASES = ("sparse_vector", "vector")
+
+
 class DPAPS(QuantileMechanism):
-    """Private conformal calibration with noisy cumulative counts on a grid (DP-APS).
+    """Private conformal calibration from the cumulative counts of a public grid (DP-APS).
 
     "Contract Cards for Auditable Private Conformal Prediction" (2026), Sec. 5: on the
-    public grid ``t_b = b / B`` (``b = 1..B``) the cumulative counts
-    ``N_b = #{s_i <= t_b}`` are released with independent Laplace(``B / epsilon``)
-    noise; with ``k = ceil((n + 1)(1 - alpha))`` and the offset
-    ``lambda = B log(B / beta) / epsilon``, the threshold is ``t_b`` for the first
-    ``b`` whose noisy count reaches ``k + lambda``, else ``t_B = 1``.
+    public grid ``t_b = b / B`` (``b = 1..B``) with cumulative counts
+    ``N_b = #{s_i <= t_b}`` and ``k = ceil((n + 1)(1 - alpha))``, the threshold is the
+    first ``t_b`` whose noisy count reaches ``k`` plus an offset ``lambda``, else
+    ``t_B = 1``. Two releases of the noisy counts:
 
-    **Privacy.** Adding, removing or replacing one score changes each ``N_b`` by at
-    most 1, so the count vector has l1 sensitivity ``B`` and the Laplace vector
-    mechanism is pure epsilon-DP (Theorem 5.1, point 1); the threshold is
-    post-processing. When ``n`` changes by one, ``k`` moves by at most 1 as well, so the
-    comparison ``N_b - k`` still moves by at most 1 per coordinate. ``n`` is treated as
-    public (``B``, ``k`` and the infeasibility decision use it).
+    - ``release="sparse_vector"`` (default): AboveThreshold with integer noises,
+      ``b_hat = min{b : N_b + nu_b >= k + lambda + rho}``, ``rho ~ DLap(1 / epsilon_1)``
+      and ``nu_b ~ DLap(1 / epsilon_2)``, ``epsilon_1 + epsilon_2 = epsilon``
+      (:mod:`~privconf_sklearn.mechanisms._sparse_vector`; Lyu, Su and Li 2017 for
+      monotone queries). ``lambda`` is the smallest integer whose exact worst-case
+      failure probability is at most ``beta``; it grows like ``log(B) / epsilon``, so
+      fine grids are affordable.
+    - ``release="vector"``: the paper's release, independent Laplace noise of scale
+      ``B / epsilon`` on all ``B`` counts (l1 sensitivity ``B``) and the union-bound
+      offset ``lambda = B log(B / beta) / epsilon``, which grows like ``B log(B)``.
 
-    **Coverage.** On the event that every ``|Z_b| <= lambda`` (probability at least
-    ``1 - beta``) the threshold has ``N_b >= k``, so it is at least the ``k``-th
-    smallest score; hence ``P(cover) >= k / (n + 1) - beta >= (1 - alpha) - beta``
-    marginally (Theorem 5.1 with ``gamma = 1 - alpha``). The reported
-    ``coverage_lower_bound`` is ``k / (n + 1) - beta`` (the proof's last step before
-    ``k / (n + 1) >= gamma``), with ``lower_bound_confidence = 1``.
+    **Privacy.** Pure ``epsilon``-DP of the threshold under replace-one and add/remove
+    adjacency, for either release (the counts move by at most one each, all in the same
+    direction; proofs in the user guide). ``n`` is treated as public.
+
+    **Coverage.** With probability at least ``1 - beta`` over the noise the threshold
+    has ``N_b >= k``, so it is at least the ``k``-th smallest score and
+    ``P(cover) >= k / (n + 1) - beta >= (1 - alpha) - beta`` marginally (Theorem 5.1).
+    The reported ``coverage_lower_bound`` is ``k / (n + 1) - beta``.
 
     **Infeasible requests.** If ``k + lambda > n`` no noisy count below the top of the
-    grid reaches the target except with the small probability that one noise exceeds
-    ``k + lambda - n > 0``: the mechanism could only return full sets. Such a request
-    (including ``k > n``) is infeasible: the threshold is 1, the data are not read
+    grid can be expected to reach the target: the threshold is 1, the data are not read
     (zero privacy loss) and ``reason`` says so. :meth:`min_informative_samples` gives
     the smallest ``n`` that avoids it.
 
-    **Grid size.** ``n_bins="auto"`` (default) chooses ``B`` from ``(n, epsilon, alpha,
-    beta)`` to minimise the level certified by Proposition 5.2 (:func:`auto_n_bins`);
+    **Grid size.** ``n_bins="auto"`` (default) chooses ``B`` (and, for the sparse vector
+    release, the threshold share ``epsilon_1 / epsilon``) from ``(n, epsilon, alpha,
+    beta)`` to minimise the level certified by Proposition 5.2 on uniform scores;
     ``n_bins=20`` is the paper's grid.
 
-    **Owner diagnostics (NOT covered by epsilon).**
-    ``Calibration.owner_diagnostics`` records the certificate width
-    ``W = t_{q(ceil(k + 2 lambda))} - t_{q(k)}`` of Proposition 5.2 (with probability
-    ``1 - beta`` the threshold lies in ``[t_{q(k)}, t_{q(ceil(k + 2 lambda))}]``), the
-    non-private grid threshold ``t_{q(k)}`` and the observed inflation (threshold minus
-    ``t_{q(k)}``). They are computed from the exact counts: releasing any of them is an
-    additional, unaccounted disclosure of the calibration data (the paper's Sec. 5 and
-    Sec. 8: a trusted audit setting, or extra privacy accounting, is needed).
-    ``Calibration.details`` holds only public quantities.
+    **Owner diagnostics (NOT covered by epsilon).** ``Calibration.owner_diagnostics``
+    records the certificate width ``W = t_{q(r)} - t_{q(k)}`` of Proposition 5.2 (the
+    threshold lies in ``[t_{q(k)}, t_{q(r)}]`` with high probability; ``r = k + lambda
+    + u`` for the sparse vector, ``ceil(k + 2 lambda)`` for the vector release), the
+    non-private grid threshold ``t_{q(k)}`` and the observed inflation. They are
+    computed from the exact counts: releasing any of them is an additional,
+    unaccounted disclosure (the paper's Sec. 5 and Sec. 8). ``Calibration.details``
+    holds only public quantities.
 
     Parameters
     ----------
@@ -283,6 +303,8 @@ class DPAPS(QuantileMechanism):
     beta : float, default=1e-3
         Failure probability of the noise bound, in (0, 1); the coverage guarantee loses
         ``beta``.
+    release : {"sparse_vector", "vector"}, default="sparse_vector"
+        How the counts are privatised (above).
 
     Examples
     --------
@@ -291,50 +313,73 @@ class DPAPS(QuantileMechanism):
     >>> scores = np.random.default_rng(0).uniform(size=20000)
     >>> cal = DPAPS(epsilon=1.0).calibrate(scores, alpha=0.1, random_state=0)
     >>> cal.privacy.epsilon, round(cal.coverage_lower_bound, 4), cal.details["n_bins"]
-    (1.0, 0.899, 30)
-    >>> round(cal.threshold, 4), round(cal.owner_diagnostics["grid_threshold"], 4)
-    (0.9333, 0.9)
+    (1.0, 0.899, 12915)
+    >>> bool(0.9 <= cal.threshold < 0.905)
+    True
     """
 
     _parameter_constraints = {
         "epsilon": [Interval("real", 0, None, closed="neither")],
         "n_bins": [Options("auto"), Interval("integer", 2, MAX_GRID_SIZE)],
         "beta": [Interval("real", 0, 1, closed="neither")],
+        "release": [Options(*RELEASES)],
     }
 
-    def __init__(self, epsilon, *, n_bins="auto", beta: float = 1e-3):
+    def __init__(self, epsilon, *, n_bins="auto", beta: float = 1e-3, release="sparse_vector"):
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.beta = beta
+        self.release = release
 
-    _DESCRIPTION = (
-        "Laplace(B/epsilon) noise on the B cumulative counts of a public grid (l1 "
-        "sensitivity B). Covers the threshold only: the certificate-width owner "
-        "diagnostics are computed from exact counts and are not covered."
-    )
+    _DESCRIPTIONS = {
+        "sparse_vector": "AboveThreshold (sparse vector technique, monotone queries) over the "
+        "cumulative counts of a public grid, with integer Laplace noise. Covers the threshold "
+        "only: the certificate-width owner diagnostics are computed from exact counts.",
+        "vector": "Laplace(B/epsilon) noise on the B cumulative counts of a public grid (l1 "
+        "sensitivity B). Covers the threshold only: the certificate-width owner diagnostics "
+        "are computed from exact counts and are not covered.",
+    }
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """Pure epsilon-DP of the threshold (Theorem 5.1); diagnostics are not covered."""
-        epsilon = self._validated_params()["epsilon"]
-        return _count_noise(2, epsilon).privacy_guarantee(self._DESCRIPTION)
+        params = self._validated_params()
+        return PrivacyGuarantee.pure(
+            params["epsilon"],
+            adjacency="replace-one and add/remove",
+            description=self._DESCRIPTIONS[params["release"]],
+        )
 
-    def resolve_n_bins(self, n: int, alpha: float) -> int | None:
-        """The grid size ``B`` used for public ``(n, alpha)``; None when infeasible.
+    def resolve_plan(self, n: int, alpha: float) -> SparseVectorPlan | None:
+        """The public plan ``(B, share, lambda, u)`` for ``(n, alpha)``; None if infeasible.
 
-        Infeasible means ``k > n`` or ``k + lambda(B) > n``
-        (see :meth:`coverage_certificate`).
+        For ``release="vector"``: the share is 0 and ``lambda``, ``u`` are the union-bound
+        offset ``B log(B / beta) / epsilon`` rounded up (the certificate rank is
+        ``ceil(k + 2 lambda)``).
         """
         params = self._validated_params()
         epsilon, beta = params["epsilon"], params["beta"]
-        if params["n_bins"] == "auto":
-            return auto_n_bins(int(n), float(alpha), epsilon, beta)
-        n_bins = params["n_bins"]
-        if split_conformal_rank(n, alpha) + dp_aps_offset(n_bins, epsilon, beta) > n:
+        rank = split_conformal_rank(n, alpha)
+        fixed = None if params["n_bins"] == "auto" else params["n_bins"]
+        if params["release"] == "sparse_vector":
+            return choose_plan(int(n), rank, epsilon, beta, fixed)
+        n_bins = auto_n_bins(int(n), float(alpha), epsilon, beta) if fixed is None else fixed
+        if n_bins is None or rank + dp_aps_offset(n_bins, epsilon, beta) > n:
             return None
-        return n_bins
+        return SparseVectorPlan(n_bins, Fraction(0), 0, 0)
+
+    def resolve_n_bins(self, n: int, alpha: float) -> int | None:
+        """The grid size ``B`` used for public ``(n, alpha)``; None when infeasible."""
+        plan = self.resolve_plan(n, alpha)
+        return None if plan is None else plan.n_bins
 
     def _feasible(self, n_samples: int, alpha: float) -> bool:
-        return self.resolve_n_bins(n_samples, alpha) is not None
+        """Fast for the automatic sparse vector grid: two points, one query, decide."""
+        params = self._validated_params()
+        if params["release"] != "sparse_vector" or params["n_bins"] != "auto":
+            return self.resolve_plan(n_samples, alpha) is not None
+        # B = 2 with no threshold noise has the smallest offset of all plans.
+        lower, _upper = offsets(2, params["epsilon"], Fraction(0), params["beta"])
+        return split_conformal_rank(n_samples, alpha) + lower <= n_samples
 
     def _unreachable(self, n: int, alpha: float) -> str:
         """Why ``(n, alpha)`` is infeasible."""
@@ -346,13 +391,11 @@ class DPAPS(QuantileMechanism):
                 f"the conformal rank k = ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n} for "
                 f"alpha = {alpha}: {needed} are needed."
             )
-        n_bins = 2 if params["n_bins"] == "auto" else params["n_bins"]
-        offset = dp_aps_offset(n_bins, params["epsilon"], params["beta"])
         return (
-            f"k + lambda = {k} + {offset:.6g} exceeds n = {n} even with B = {n_bins} bins: "
-            "the noisy counts would essentially never reach the target before the top of "
-            f"the grid. {needed[0].upper()}{needed[1:]} are needed at epsilon = "
-            f"{params['epsilon']}, or a larger epsilon."
+            f"k + lambda exceeds n = {n} (k = {k}) for every grid: the noisy counts would "
+            f"essentially never reach the target before the top of the grid. "
+            f"{needed[0].upper()}{needed[1:]} are needed at epsilon = {params['epsilon']}, or "
+            "a larger epsilon."
         )
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
@@ -360,7 +403,7 @@ class DPAPS(QuantileMechanism):
 
         Infeasible if ``k + lambda > n`` (including ``k > n``).
         """
-        if self.resolve_n_bins(n_samples, alpha) is None:
+        if not self._feasible(n_samples, alpha):
             return CoverageCertificate(
                 1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
             )
@@ -368,11 +411,21 @@ class DPAPS(QuantileMechanism):
         beta = self._validated_params()["beta"]
         return CoverageCertificate(max(0.0, k / (n_samples + 1) - beta))
 
+    def _target(self, n: int, alpha: float, plan: SparseVectorPlan) -> float:
+        """``k + lambda``: an integer for the sparse vector, the paper's real offset otherwise."""
+        params = self._validated_params()
+        k = split_conformal_rank(n, alpha)
+        if params["release"] == "sparse_vector":
+            return float(k + plan.offset)
+        return k + dp_aps_offset(plan.n_bins, params["epsilon"], params["beta"])
+
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """The exact distribution of the threshold :meth:`calibrate` releases.
 
         For audits and tests: it reads the scores, spends no budget and is **not**
-        private (:func:`first_crossing_log_probabilities` with this mechanism's noise).
+        private. For the sparse vector release the sum over the threshold noise is
+        exact up to an omitted mass below ``1e-20`` per grid point
+        (:func:`~._sparse_vector.first_crossing_log_probabilities`).
 
         Returns
         -------
@@ -383,26 +436,61 @@ class DPAPS(QuantileMechanism):
         """
         scores, alpha = self._check_calibration_input(scores, alpha)
         n = scores.shape[0]
-        n_bins = self.resolve_n_bins(n, alpha)
-        if n_bins is None:
+        plan = self.resolve_plan(n, alpha)
+        if plan is None:
             return np.ones(1), np.zeros(1)
         params = self._validated_params()
-        noise = _count_noise(n_bins, params["epsilon"])
-        target = split_conformal_rank(n, alpha) + noise.tail_bound(params["beta"], n_bins)
+        counts = cumulative_counts(scores, plan.n_bins)
+        target = self._target(n, alpha, plan)
+        if params["release"] == "sparse_vector":
+            log_probabilities = first_crossing_log_probabilities(
+                counts, int(target), params["epsilon"], plan.threshold_share
+            )
+        else:
+            noise = _count_noise(plan.n_bins, params["epsilon"])
+            log_probabilities = vector_crossing_log_probabilities(counts, target, noise)
+        return np.arange(1, plan.n_bins + 1) / plan.n_bins, log_probabilities
+
+    def _forecast_distribution(self, scores: np.ndarray, alpha: float):
+        """:meth:`threshold_distribution` to an absolute ``1e-20``, at a cost free of ``n``."""
+        n = scores.shape[0]
+        plan = self.resolve_plan(n, alpha)
+        params = self._validated_params()
+        if plan is None or params["release"] != "sparse_vector":
+            return self.threshold_distribution(scores, alpha)
         log_probabilities = first_crossing_log_probabilities(
-            cumulative_counts(scores, n_bins), target, noise
+            cumulative_counts(scores, plan.n_bins),
+            int(self._target(n, alpha, plan)),
+            params["epsilon"],
+            plan.threshold_share,
+            relative=False,
         )
-        return np.arange(1, n_bins + 1) / n_bins, log_probabilities
+        return np.arange(1, plan.n_bins + 1) / plan.n_bins, log_probabilities
+
+    def _release_index(self, counts, target, plan: SparseVectorPlan, noise: NoiseSource) -> int:
+        params = self._validated_params()
+        if params["release"] == "sparse_vector":
+            return first_crossing(
+                counts, int(target), params["epsilon"], plan.threshold_share, noise
+            )
+        laplace = _count_noise(plan.n_bins, params["epsilon"])
+        return int(vector_first_crossing(laplace.randomise(counts, noise), target))
+
+    def _certificate_rank(self, n: int, alpha: float, plan: SparseVectorPlan) -> int:
+        k = split_conformal_rank(n, alpha)
+        if self._validated_params()["release"] == "sparse_vector":
+            return k + plan.offset + plan.upper_offset
+        return math.ceil(2.0 * self._target(n, alpha, plan) - k)
 
     def _calibrate_from_statistics(
         self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
         params = self._validated_params()
-        epsilon, beta = params["epsilon"], params["beta"]
+        beta = params["beta"]
         k = split_conformal_rank(n, alpha)
-        n_bins = self.resolve_n_bins(n, alpha)
-        if n_bins is None:
+        plan = self.resolve_plan(n, alpha)
+        if plan is None:
             # No data read: nothing data-dependent in the record.
             return infeasible_calibration(
                 type(self).__name__,
@@ -412,20 +500,19 @@ class DPAPS(QuantileMechanism):
                 rank=k,
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
                 beta=beta,
+                release=params["release"],
             )
-        laplace = _count_noise(n_bins, epsilon)
-        offset = laplace.tail_bound(beta, n_bins)
-        target = k + offset
-        counts = np.cumsum(statistics.bin_counts(n_bins))  # cumulative_counts
-        index = int(first_crossing(laplace.randomise(counts, noise), target))
-        threshold = index / n_bins
-        certificate_rank = math.ceil(k + 2.0 * offset)
-        grid_threshold = grid_quantile_index(counts, k) / n_bins
-        upper_threshold = grid_quantile_index(counts, certificate_rank) / n_bins
+        target = self._target(n, alpha, plan)
+        counts = np.cumsum(statistics.bin_counts(plan.n_bins))  # cumulative_counts
+        index = self._release_index(counts, target, plan, noise)
+        threshold = index / plan.n_bins
+        certificate_rank = self._certificate_rank(n, alpha, plan)
+        grid_threshold = grid_quantile_index(counts, k) / plan.n_bins
+        upper_threshold = grid_quantile_index(counts, certificate_rank) / plan.n_bins
         reason = ""
-        if index == n_bins:
+        if index == plan.n_bins:
             reason = (
-                f"no noisy cumulative count below the top of the {n_bins}-point grid "
+                f"no noisy cumulative count below the top of the {plan.n_bins}-point grid "
                 f"reached k + lambda = {target:.1f}: the threshold is the top of the range."
             )
         return Calibration(
@@ -433,17 +520,19 @@ class DPAPS(QuantileMechanism):
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=laplace.privacy_guarantee(self._DESCRIPTION),
+            privacy=self.privacy_guarantee(),
             coverage_lower_bound=max(0.0, k / (n + 1) - beta),
             target_level=min(1.0, target / n),
             reason=reason,
             details={
+                "release": params["release"],
                 "rank": k,
-                "offset": offset,
-                "n_bins": n_bins,
+                "offset": target - k,
+                "n_bins": plan.n_bins,
                 "beta": beta,
                 "target_count": target,
                 "certificate_rank": certificate_rank,
+                "threshold_share": float(plan.threshold_share),
                 "n_bins_auto": params["n_bins"] == "auto",
             },
             owner_diagnostics={

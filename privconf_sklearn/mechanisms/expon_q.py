@@ -25,6 +25,8 @@ public ``(n, epsilon, alpha)``; Theorem 3's upper bound is reported as its proof
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -40,6 +42,15 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
+from ._shaped import (
+    LOWER_SLOPES,
+    Shape,
+    choose_shape,
+    miss_curve,
+    shaped_penalties,
+    target_numerators,
+    upper_coverage_bound,
+)
 from ._statistics import ScoreStatistics
 
 __all__ = [
@@ -47,6 +58,7 @@ __all__ = [
     "MAX_BINS",
     "SCALINGS",
     "ExponQ",
+    "ExponQParameters",
     "bin_counts",
     "coverage_upper_bound",
     "expected_uniform_coverage",
@@ -56,6 +68,7 @@ __all__ = [
     "quantile_exponential_mechanism",
     "quantile_log_probabilities",
     "quantile_utilities",
+    "shaped_log_probabilities",
 ]
 
 #: Largest number of bins accepted (and tried by ``n_bins="auto"``): ``10^6`` edges cost
@@ -67,10 +80,11 @@ MAX_BINS = 10**6
 AUTO_BIN_GRID = np.unique(np.round(np.geomspace(10, MAX_BINS, 61)).astype(np.int64))
 
 #: Utility scalings of the exponential-mechanism quantile, the default first.
-SCALINGS = ("tight", "paper", "monotone")
+SCALINGS = ("shaped", "tight", "paper", "monotone")
 
 #: Neighbouring relations each scaling is epsilon-DP under.
 _ADJACENCY = {
+    "shaped": "replace-one and add/remove",
     "tight": "replace-one and add/remove",
     "paper": "replace-one and add/remove",
     "monotone": "add/remove",
@@ -187,6 +201,35 @@ def quantile_log_probabilities(
     """
     mechanism = quantile_exponential_mechanism(q, epsilon, scaling)
     return mechanism.log_probabilities(quantile_utilities(counts, q, scaling))
+
+
+def shaped_log_probabilities(counts: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
+    """Normalised log-probabilities of the edges under the shaped utility.
+
+    Edge ``e_j`` is drawn with probability proportional to
+    ``exp(-epsilon max(s_h (B_j - k), s_l (k - C_j), 0))`` for the bin counts of the
+    scores (:func:`bin_counts`), computed from the exact integer penalties of
+    :func:`~privconf_sklearn.mechanisms._shaped.shaped_penalties`. ``shape`` fixes
+    ``s_l``, the target (``tau = n - k``, for the public ``n``) and ``m``; the counts may
+    come from another number of scores (add/remove neighbours at the parameters of
+    ``n``).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts.
+    shape : Shape
+        The public parameters (:meth:`ExponQParameters.shape`).
+    epsilon : float
+        Privacy parameter.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    numerators, denominator = shaped_penalties(miss_curve(counts), shape)
+    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return mechanism.log_probabilities(-numerators / denominator)
 
 
 # ------------------------------------------------------------------ the inflated level
@@ -489,43 +532,105 @@ def coverage_upper_bound(n, alpha, epsilon, n_bins, gamma, level, *, scaling="ti
 
 
 # ------------------------------------------------------------------ the estimator
+@dataclass(frozen=True)
+class ExponQParameters:
+    """What :class:`ExponQ` uses for a public ``(n, alpha)``, from public quantities only.
+
+    Parameters
+    ----------
+    scaling : str
+        The utility scaling.
+    n_bins : int or None
+        Number of bins ``m``; None when the level is unreachable (infeasible request).
+    level : float
+        The empirical quantile level aimed at: ``k / n`` for ``"shaped"`` (``k`` the
+        target rank), ``q~`` otherwise; at least 1 when unreachable.
+    gamma : float or None
+        Share of ``alpha`` given to the noise (``"tight"``, ``"paper"``, ``"monotone"``).
+    lower_slope : Fraction or None
+        ``s_l`` (``"shaped"``).
+    target_rank : Fraction or None
+        ``k`` (``"shaped"``), a multiple of 1/64.
+    """
+
+    scaling: str
+    n_bins: int | None
+    level: float
+    gamma: float | None = None
+    lower_slope: Fraction | None = None
+    target_rank: Fraction | None = None
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the level is reachable (the release reads the data)."""
+        return self.n_bins is not None
+
+    def shape(self, n: int) -> Shape:
+        """The :class:`~privconf_sklearn.mechanisms._shaped.Shape` of a shaped release."""
+        assert self.lower_slope is not None and self.target_rank is not None
+        assert self.n_bins is not None
+        return Shape(self.lower_slope, n - self.target_rank, self.n_bins)
+
+
+def _lower_slope_fraction(value) -> Fraction:
+    """A ``lower_slope`` given as a number, as the exact rational it denotes (multiple of 0.01)."""
+    fraction = Fraction(repr(float(value))).limit_denominator(100)
+    if float(fraction) != float(value) or 100 % fraction.denominator:
+        raise ValueError(
+            f"lower_slope must be 'auto' or a multiple of 0.01 in (0, 1]; got {value!r}."
+        )
+    return fraction
+
+
 class ExponQ(QuantileMechanism):
     """Private conformal calibration with the exponential-mechanism quantile.
 
     Angelopoulos, Bates, Zrnic and Jordan, "Private Prediction Sets" (2022),
-    Algorithm 3. Scores in [0, 1] are rounded up to a uniform grid of ``m`` bins and the
-    exponential mechanism picks a grid edge near the inflated empirical quantile ``q~``
-    of :func:`inflated_level`. With the default ``scaling="tight"`` edge ``e_j`` is
-    drawn with probability proportional to ``exp(-epsilon max((1 - q~) b_j, q~ a_j))``
-    (``b_j``, ``a_j`` the strict counts of scores below and above it) and
+    Algorithm 3, with a shaped utility by default. Scores in [0, 1] are rounded up to a
+    uniform grid of ``m`` bins and the exponential mechanism picks a grid edge near a
+    target rank ``k``. With the default ``scaling="shaped"`` edge ``e_j`` is drawn with
+    probability proportional to
 
-    ``q~ = (T + sqrt(T^2 + 4 log(m / (gamma alpha)) / (epsilon n))) / 2``,
-    ``T = (n + 1)(1 - alpha) / (n (1 - gamma alpha))``.
+    ``exp(-epsilon max(s_h (B_j - k), s_l (k - C_j), 0))``,
+
+    ``C_j`` and ``B_j`` the numbers of scores at most ``e_j`` and strictly below it
+    (after rounding), ``s_l + s_h = 1``: the utility falls by ``s_l`` per score missing
+    below the target and by ``s_h`` per extra score above it, instead of ``q~`` and
+    ``1 - q~`` (about 0.97 and 0.03) for the paper's utility, so the release no longer
+    wanders over the part of the range above the quantile. ``s_l``, ``m`` and ``k``
+    come from the public ``(n, epsilon, alpha)`` (:func:`~._shaped.choose_shape`):
+    ``k`` is the smallest rank whose integrated lower-tail certificate gives coverage
+    ``1 - alpha``; ``(s_l, m)`` minimise the expected released threshold over four
+    public score configurations with an empty top of the range.
 
     Guarantees: pure ``epsilon``-DP of the calibration scores under replace-one and
-    add/remove adjacency (the range-bounded exponential mechanism; proof in the user
-    guide) and marginal coverage at least ``1 - alpha`` for any score distribution
-    (Theorem 2 with the tight Lemma 1). Theorem 3 (as its proof gives it) bounds
-    coverage from above; see :attr:`Calibration.coverage_upper_bound`. The budget has
-    no default: it is always a visible choice.
+    add/remove adjacency for ``"shaped"``, ``"tight"`` and ``"paper"`` (range-bounded
+    exponential mechanism; proofs in the user guide) and marginal coverage at least
+    ``1 - alpha`` for any score distribution, with no failure probability. The budget
+    has no default: it is always a visible choice.
 
     Parameters
     ----------
     epsilon : float
         Privacy budget of the calibration, > 0 and finite.
     n_bins : int or "auto", default="auto"
-        Number of uniform bins ``m``, an integer in ``[2, 10^6]``. ``"auto"`` picks
-        ``m*`` deterministically from ``(n, epsilon, alpha)`` (see
-        :func:`exponq_parameters`).
+        Number of uniform bins ``m``, an integer in ``[2, 10^6]``, or ``"auto"``
+        (chosen from ``(n, epsilon, alpha)``).
+    lower_slope : float or "auto", default="auto"
+        ``s_l`` of the shaped utility, a multiple of 0.01 in (0, 1], or ``"auto"``.
+        Only with ``scaling="shaped"``.
     gamma : float or "auto", default="auto"
-        Share of ``alpha`` given to the mechanism's failure probability, in (0, 1).
-        ``"auto"`` minimises ``q~`` (:func:`optimal_gamma`).
-    scaling : {"tight", "paper", "monotone"}, default="tight"
-        ``"tight"``: epsilon-DP under both adjacencies with the smallest ``q~``.
-        ``"paper"``: ``exp(-epsilon w_j / (2 Delta_q))``, the scaling of Angelopoulos et
-        al.'s Lemma 1 (for reproductions); epsilon-DP under both adjacencies.
-        ``"monotone"``: ``exp(-epsilon w_j / Delta_q)``, epsilon-DP under add/remove
-        adjacency only (2 epsilon under replace-one).
+        Share of ``alpha`` given to the mechanism's failure probability, in (0, 1),
+        for the paper's utility (``"tight"``, ``"paper"``, ``"monotone"``); ``"auto"``
+        minimises ``q~`` (:func:`optimal_gamma`). The shaped utility has no such split
+        (its certificate integrates the whole lower tail) and takes only ``"auto"``.
+    scaling : {"shaped", "tight", "paper", "monotone"}, default="shaped"
+        ``"shaped"``: the shaped utility above. ``"tight"``: the paper's utility
+        ``-max((1 - q~) b_j, q~ a_j)`` with the range-bounded analysis, epsilon-DP
+        under both adjacencies. ``"paper"``: ``exp(-epsilon w_j / (2 Delta_q))``, the
+        scaling of Angelopoulos et al.'s Lemma 1 (for reproductions); epsilon-DP under
+        both adjacencies. ``"monotone"``: ``exp(-epsilon w_j / Delta_q)``, epsilon-DP
+        under add/remove adjacency only (2 epsilon under replace-one).
 
     Examples
     --------
@@ -535,70 +640,131 @@ class ExponQ(QuantileMechanism):
     >>> cal = ExponQ(epsilon=1.0).calibrate(scores, alpha=0.1, random_state=0)
     >>> cal.privacy.epsilon, cal.coverage_lower_bound
     (1.0, 0.9)
-    >>> bool(0.9 < cal.threshold < 0.93)
+    >>> bool(0.9 < cal.threshold < 0.92)
     True
     """
+
+    #: The exact distribution costs one pass over the scores: used at every size.
+    _exact_forecast_limit = 10**7
 
     _parameter_constraints = {
         "epsilon": [Interval("real", 0, None, closed="neither")],
         "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
+        "lower_slope": [Options("auto"), Interval("real", 0, 1, closed="right")],
         "gamma": [Options("auto"), Interval("real", 0, 1, closed="neither")],
         "scaling": [Options(*SCALINGS)],
     }
 
-    def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight"):
+    def __init__(
+        self, epsilon, *, n_bins="auto", lower_slope="auto", gamma="auto", scaling="shaped"
+    ):
         self.epsilon = epsilon
         self.n_bins = n_bins
+        self.lower_slope = lower_slope
         self.gamma = gamma
         self.scaling = scaling
+
+    def _check_params(self) -> None:
+        params = self._validated_params()
+        if params["scaling"] == "shaped":
+            if params["gamma"] != "auto":
+                raise ValueError(
+                    "gamma is the noise share of the paper's utility; scaling='shaped' has "
+                    f"none (its certificate integrates the lower tail): got gamma={self.gamma!r}."
+                )
+            if params["lower_slope"] != "auto":
+                _lower_slope_fraction(params["lower_slope"])
+        elif params["lower_slope"] != "auto":
+            raise ValueError(
+                f"lower_slope is a parameter of scaling='shaped'; got lower_slope="
+                f"{self.lower_slope!r} with scaling={params['scaling']!r}."
+            )
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """Pure epsilon-DP, under both adjacencies except for ``scaling="monotone"``."""
         params = self._validated_params()
         scaling = params["scaling"]
-        descriptions = {
-            "tight": "Range-bounded exponential mechanism over bin edges (utility changes "
-            "within an interval of length 1).",
-            "paper": "Exponential mechanism over bin edges with sensitivity-scaled utility.",
-            "monotone": "Monotone exponential mechanism over bin edges; 2*epsilon under "
-            "replace-one.",
-        }
         return PrivacyGuarantee.pure(
-            params["epsilon"], adjacency=_ADJACENCY[scaling], description=descriptions[scaling]
+            params["epsilon"], adjacency=_ADJACENCY[scaling], description=_DESCRIPTIONS[scaling]
         )
 
-    def resolve_parameters(self, n: int, alpha: float) -> tuple[int | None, float, float]:
-        """The ``(n_bins, gamma, q~)`` this mechanism uses for public ``(n, alpha)``.
+    def resolve_parameters(self, n: int, alpha: float) -> ExponQParameters:
+        """The parameters this mechanism uses for public ``(n, alpha)``.
 
-        Returns ``n_bins = None`` when no admissible ``m`` reaches ``q~ < 1``.
+        ``n_bins`` is None when the level is unreachable.
         """
+        self._check_params()
         params = self._validated_params()
-        return exponq_parameters(
+        n_bins = None if params["n_bins"] == "auto" else params["n_bins"]
+        if params["scaling"] == "shaped":
+            slope = params["lower_slope"]
+            shape = choose_shape(
+                int(n),
+                float(alpha),
+                params["epsilon"],
+                n_bins,
+                None if slope == "auto" else _lower_slope_fraction(slope),
+            )
+            if shape is None:
+                return ExponQParameters("shaped", None, 1.0)
+            rank = int(n) - shape.target
+            return ExponQParameters(
+                "shaped", shape.n_bins, float(rank) / n, None, shape.lower_slope, rank
+            )
+        chosen, gamma, level = exponq_parameters(
             int(n),
             float(alpha),
             params["epsilon"],
             params["scaling"],
-            None if params["n_bins"] == "auto" else params["n_bins"],
+            n_bins,
             None if params["gamma"] == "auto" else params["gamma"],
         )
+        return ExponQParameters(params["scaling"], chosen, level, gamma)
 
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
-        """``1 - alpha`` (Theorem 2) when ``q~ < 1``; infeasible otherwise."""
-        n_bins, _, level = self.resolve_parameters(n_samples, alpha)
-        if n_bins is None:
+        """``1 - alpha`` (marginal) when the level is reachable; infeasible otherwise."""
+        if not self._feasible(n_samples, alpha):
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(n_samples, alpha, level)
+                1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
             )
         return CoverageCertificate(1.0 - alpha)
 
     def _feasible(self, n_samples: int, alpha: float) -> bool:
-        return self.resolve_parameters(n_samples, alpha)[0] is not None
+        """Fast for ``"shaped"``: the most lenient slope and grid decide."""
+        self._check_params()
+        params = self._validated_params()
+        if params["scaling"] != "shaped":
+            return self.resolve_parameters(n_samples, alpha).feasible
+        slope = params["lower_slope"]
+        slope = max(LOWER_SLOPES) if slope == "auto" else _lower_slope_fraction(slope)
+        n_bins = 2 if params["n_bins"] == "auto" else params["n_bins"]
+        target = target_numerators(
+            int(n_samples), float(alpha), params["epsilon"], float(slope), n_bins
+        )
+        return bool(target >= 0)
 
-    def _unreachable(self, n: int, alpha: float, level: float) -> str:
-        return (
-            f"the inflated level q~ = {level:.6g} >= 1 for n = {n}, epsilon = "
-            f"{self.epsilon}, alpha = {alpha}: {self._needed_samples(alpha)} are needed at "
-            "this epsilon, or a larger epsilon."
+    def _unreachable(self, n: int, alpha: float) -> str:
+        if self.scaling == "shaped":
+            what = (
+                f"no certified target rank is at most n = {n} (epsilon = {self.epsilon}, "
+                f"alpha = {alpha})"
+            )
+        else:
+            level = self.resolve_parameters(n, alpha).level
+            what = (
+                f"the inflated level q~ = {level:.6g} >= 1 for n = {n}, epsilon = "
+                f"{self.epsilon}, alpha = {alpha}"
+            )
+        needed = self._needed_samples(alpha)
+        return f"{what}: {needed} are needed at this epsilon, or a larger epsilon."
+
+    def _log_probabilities(self, counts: np.ndarray, parameters: ExponQParameters, n: int):
+        """Normalised log-probabilities of the edges given the bin counts."""
+        epsilon = self._validated_params()["epsilon"]
+        if parameters.scaling == "shaped":
+            return shaped_log_probabilities(counts, parameters.shape(n), epsilon)
+        return quantile_log_probabilities(
+            counts, parameters.level, epsilon, scaling=parameters.scaling
         )
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -623,63 +789,95 @@ class ExponQ(QuantileMechanism):
             ``log P(threshold = values[j])``.
         """
         scores, alpha = self._check_calibration_input(scores, alpha)
-        n_bins, _, level = self.resolve_parameters(scores.shape[0], alpha)
-        if n_bins is None:
+        n = scores.shape[0]
+        parameters = self.resolve_parameters(n, alpha)
+        if not parameters.feasible:
             return np.ones(1), np.zeros(1)
-        params = self._validated_params()
-        log_probabilities = quantile_log_probabilities(
-            bin_counts(scores, n_bins), level, params["epsilon"], scaling=params["scaling"]
+        counts = bin_counts(scores, parameters.n_bins)
+        log_probabilities = self._log_probabilities(counts, parameters, n)
+        return np.arange(1, parameters.n_bins + 1) / parameters.n_bins, log_probabilities
+
+    def _upper_bound(self, n: int, alpha: float, parameters: ExponQParameters):
+        """Coverage upper bound at ``p_max = 0`` and its slope in ``p_max``."""
+        epsilon = self._validated_params()["epsilon"]
+        if parameters.scaling == "shaped":
+            return upper_coverage_bound(n, epsilon, parameters.shape(n)), 1.0
+        return coverage_upper_bound(
+            n,
+            alpha,
+            epsilon,
+            parameters.n_bins,
+            parameters.gamma,
+            parameters.level,
+            scaling=parameters.scaling,
         )
-        return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
     def _calibrate_from_statistics(
         self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
         params = self._validated_params()
-        epsilon, scaling = params["epsilon"], params["scaling"]
-        n_bins, gamma, level = self.resolve_parameters(n, alpha)
-        if n_bins is None:
+        parameters = self.resolve_parameters(n, alpha)
+        if not parameters.feasible:
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                self._unreachable(n, alpha, level),
-                q_tilde=level,
-                gamma=gamma,
-                n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
-                scaling=scaling,
+                self._unreachable(n, alpha),
+                **_public_details(parameters, params),
             )
-        mechanism = quantile_exponential_mechanism(level, epsilon, scaling)
-        utilities = quantile_utilities(statistics.bin_counts(n_bins), level, scaling)
-        edge = mechanism.select(utilities, noise) + 1
-        upper, slope = coverage_upper_bound(
-            n, alpha, epsilon, n_bins, gamma, level, scaling=scaling
-        )
+        counts = statistics.bin_counts(parameters.n_bins)
+        log_probabilities = self._log_probabilities(counts, parameters, n)
+        edge = noise.categorical_from_log_weights(log_probabilities) + 1
+        upper, slope = self._upper_bound(n, alpha, parameters)
         reason = ""
-        if edge == n_bins:
+        if edge == parameters.n_bins:
             reason = (
-                f"the exponential mechanism released the top edge 1.0 of its {n_bins} "
-                f"bins: the scores' q~ = {level:.4f} quantile lies in the top bin, or the "
-                "privacy noise moved the release there."
+                f"the exponential mechanism released the top edge 1.0 of its "
+                f"{parameters.n_bins} bins: the scores' target quantile lies in the top bin, "
+                "or the privacy noise moved the release there."
             )
         return Calibration(
             mechanism=type(self).__name__,
-            threshold=edge / n_bins,
+            threshold=edge / parameters.n_bins,
             n_samples=n,
             alpha=alpha,
             privacy=self.privacy_guarantee(),
             coverage_lower_bound=1.0 - alpha,
             coverage_upper_bound=upper,
             upper_bound_atom_slope=slope,
-            target_level=level,
+            target_level=parameters.level,
             reason=reason,
-            details={
-                "q_tilde": level,
-                "n_bins": n_bins,
-                "gamma": gamma,
-                "scaling": scaling,
-                "n_bins_auto": params["n_bins"] == "auto",
-                "gamma_auto": params["gamma"] == "auto",
-            },
+            details=_public_details(parameters, params),
         )
+
+
+#: What each scaling's guarantee says it is.
+_DESCRIPTIONS = {
+    "shaped": "Range-bounded exponential mechanism over bin edges with the shaped utility "
+    "(utility changes within an interval of length 1).",
+    "tight": "Range-bounded exponential mechanism over bin edges (utility changes within an "
+    "interval of length 1).",
+    "paper": "Exponential mechanism over bin edges with sensitivity-scaled utility.",
+    "monotone": "Monotone exponential mechanism over bin edges; 2*epsilon under replace-one.",
+}
+
+
+def _public_details(parameters: ExponQParameters, params: dict) -> dict:
+    """The public parameters of a release, for ``Calibration.details``."""
+    details: dict = {
+        "scaling": parameters.scaling,
+        "n_bins": parameters.n_bins,
+        "n_bins_auto": params["n_bins"] == "auto",
+    }
+    if parameters.scaling == "shaped":
+        details.update(
+            lower_slope=None if parameters.lower_slope is None else float(parameters.lower_slope),
+            target_rank=None if parameters.target_rank is None else float(parameters.target_rank),
+            lower_slope_auto=params["lower_slope"] == "auto",
+        )
+    else:
+        details.update(
+            q_tilde=parameters.level, gamma=parameters.gamma, gamma_auto=params["gamma"] == "auto"
+        )
+    return details

@@ -308,7 +308,9 @@ class PCOQS(QuantileMechanism):
     Parameters
     ----------
     rho : float, default=None
-        zCDP budget of the calibration, > 0. Give either ``rho`` or ``epsilon``.
+        zCDP budget of the calibration, > 0. Give either ``rho`` or ``epsilon``. The
+        budget is keyword-only: ``PCOQS(1.0)`` would read as ``rho = 1``, which is about
+        ``(6.6, 1e-5)``-DP, not 1-DP, so it is refused.
     epsilon : float, default=None
         (epsilon, delta)-DP budget; the mechanism then runs with the largest rho whose
         Gaussian composition is (epsilon, delta)-DP. Requires ``delta``.
@@ -341,8 +343,8 @@ class PCOQS(QuantileMechanism):
 
     def __init__(
         self,
-        rho: float | None = None,
         *,
+        rho: float | None = None,
         epsilon: float | None = None,
         delta: float | None = None,
         bounds=(0.0, 1.0),

@@ -1,6 +1,6 @@
 """Conformity scores: one class per score, with string aliases for estimators."""
 
-from ._base import BaseConformityScore
+from ._base import BaseConformityScore, ConformityScoreWarning
 from .classification import APS, LAC, RAPS, ClassificationScore
 from .regression import CQR, AbsoluteResidual, NormalizedResidual, RegressionScore
 
@@ -12,6 +12,7 @@ __all__ = [
     "AbsoluteResidual",
     "BaseConformityScore",
     "ClassificationScore",
+    "ConformityScoreWarning",
     "NormalizedResidual",
     "RegressionScore",
 ]

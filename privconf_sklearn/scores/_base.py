@@ -7,7 +7,11 @@ from abc import ABCMeta, abstractmethod
 import numpy as np
 from sklearn.base import BaseEstimator
 
-__all__ = ["BaseConformityScore"]
+__all__ = ["BaseConformityScore", "ConformityScoreWarning"]
+
+
+class ConformityScoreWarning(UserWarning):
+    """A conformity score is a poor fit for the task (e.g. APS/RAPS on a binary target)."""
 
 
 class BaseConformityScore(BaseEstimator, metaclass=ABCMeta):

@@ -14,12 +14,18 @@ later session), its ledger is left behind: the copy's ``accountant`` becomes a
 :class:`DetachedLedger`, whose ``check`` raises :class:`DetachedLedgerError` before any
 data is read, saying why and what to do. Prediction needs no ledger and keeps working.
 The same holds for ``accountant=None``: the default ledger of a worker process is a
-different object from the caller's.
+different object from the caller's. Processes are told apart by a random token drawn
+when this module is imported and drawn again in a child created by ``os.fork``, not by
+their process id, which another process may have too (PID 1 in every container).
+
+Not detected: a forked child that uses an estimator it inherited without pickling holds
+the child's copy of the ledger object, and spends on that copy.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import uuid
 import weakref
@@ -99,6 +105,25 @@ _REGISTRY: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
 #: Serialises check-then-record in :func:`spend` between threads of this process.
 _SPEND_LOCK = threading.Lock()
+#: This process, for :class:`LedgerReference` (random: a process id can be reused).
+_PROCESS_TOKEN = secrets.token_hex(16)
+
+
+def _new_process() -> None:
+    """In a forked child: a token of its own, an empty registry and fresh locks.
+
+    The child holds copies of the parent's ledgers: a reference made in the parent must
+    not resolve to a copy (spending there would never reach the parent's ledger), and a
+    lock another parent thread held at the fork would never be released in the child.
+    """
+    global _PROCESS_TOKEN, _REGISTRY, _REGISTRY_LOCK, _SPEND_LOCK
+    _PROCESS_TOKEN = secrets.token_hex(16)
+    _REGISTRY = weakref.WeakValueDictionary()
+    _REGISTRY_LOCK = threading.Lock()
+    _SPEND_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_process)
 
 
 def _register(ledger) -> str | None:
@@ -130,8 +155,9 @@ class LedgerReference:
 
     Parameters
     ----------
-    pid : int
-        Process that pickled the estimator.
+    process : str
+        Random token of the process that pickled the estimator (not its process id:
+        another process, e.g. any container's PID 1, may have the same id).
     token : str or None
         Registry token of the ledger in that process (None for ``accountant=None``, or
         when the ledger cannot be referred to).
@@ -141,7 +167,7 @@ class LedgerReference:
         For the error message of a :class:`DetachedLedger`.
     """
 
-    pid: int
+    process: str
     token: str | None
     default: bool
     description: str
@@ -150,13 +176,17 @@ class LedgerReference:
     def to(cls, ledger) -> LedgerReference:
         """Reference to ``ledger`` (None: the default ledger) from this process."""
         if isinstance(ledger, DetachedLedger):
-            return cls(os.getpid(), None, False, ledger.description)
+            return cls(_PROCESS_TOKEN, None, False, ledger.description)
         token = None if ledger is None else _register(ledger)
-        return cls(os.getpid(), token, ledger is None, _describe(ledger))
+        return cls(_PROCESS_TOKEN, token, ledger is None, _describe(ledger))
 
     def resolve(self):
-        """The original ledger when in the same process and alive; else a DetachedLedger."""
-        if self.pid == os.getpid():
+        """The original ledger when in the same process and alive; else a DetachedLedger.
+
+        A reference pickled by a version that stored the process id instead of the
+        token (no ``process``) is detached.
+        """
+        if getattr(self, "process", None) == _PROCESS_TOKEN:
             if self.default:
                 return None
             if self.token is not None:

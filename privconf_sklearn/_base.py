@@ -45,6 +45,7 @@ from .mondrian import (
     UnseenGroupWarning,
     calibrate_groups,
     group_records,
+    groups_read,
     mondrian_privacy,
     warn_trivial_groups,
 )
@@ -475,7 +476,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         )
         warn_trivial_groups(records, stacklevel=3)
         private_sizes = isinstance(sizes, PrivateGroupSizes)
-        n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
+        n_read = groups_read(final, sizes)
         privacy = mondrian_privacy(
             mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
         )

@@ -1,4 +1,4 @@
-"""Ledgers survive PID reuse: a pickled estimator finds its ledger only where it was pickled.
+"""Ledgers survive PID reuse; a zCDP statement that converts to epsilon = 0 still counts.
 
 A pickled estimator finds its ledger again only in the process that pickled it, told
 apart by a random token (not the process id, which another process can reuse), drawn
@@ -20,6 +20,7 @@ from privconf_sklearn import PrivateConformalClassifier
 from privconf_sklearn._ledger import DetachedLedger, DetachedLedgerError
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import ExponQ
+from privconf_sklearn.privacy import PrivacyGuarantee
 
 
 class RecordingLedger:
@@ -40,6 +41,18 @@ def data():
     X, y = make_two_gaussians(5000, random_state=3)
     model = GaussianNB().fit(X[:3000], y[:3000])
     return model, X[3000:], y[3000:]
+
+
+# ------------------------------------------------------------------- privacy
+def test_zcdp_statement_converted_to_epsilon_zero_is_restated_with_group_privacy():
+    """Under replace-one an add/remove zCDP statement costs 4 rho, also when its
+    conversion at delta rounds to epsilon = 0: it still read data."""
+    statement = PrivacyGuarantee("zcdp", 0.0, 1e-3, 1e-7, adjacency="add/remove")
+    assert statement.reads_data
+    restated = statement.under("replace-one")
+    assert restated.rho == pytest.approx(4e-7, rel=1e-15) and restated.delta == 1e-3
+    untouched = PrivacyGuarantee.untouched("nothing read")
+    assert not untouched.reads_data and untouched.under("add/remove").holds
 
 
 # ---------------------------------------------------------- ledger references

@@ -10,7 +10,7 @@ the group*. This module holds the pieces the estimators use:
   as public;
 - :func:`mondrian_privacy`: the composed privacy guarantee of all releases, exactly, for
   add/remove and replace-one adjacency, from how many groups read rows
-  (``groups_read``);
+  (``planned_groups_read`` before the data are read, ``groups_read`` after);
 - :class:`MondrianCalibration` and :class:`GroupCalibration`: the record kept as
   ``calibration_``;
 - :func:`calibrate_groups`: the per-group releases.
@@ -293,7 +293,7 @@ def mondrian_privacy(
         How many group releases read rows, whatever their converted epsilon (a zCDP
         release may convert to epsilon = 0 at its delta and still read its rows; only a
         trivial release, decided from public quantities, reads none): see
-        ``groups_read``. Only ``0``, ``1`` and
+        ``planned_groups_read`` and ``groups_read``. Only ``0``, ``1`` and
         ``>= 2`` differ: one row touches at most two groups. The default (2) is the most
         a calibration can cost.
     n_groups : int, default=2
@@ -368,6 +368,27 @@ def groups_read(releases: list[Calibration], group_sizes) -> int:
     if isinstance(group_sizes, PrivateGroupSizes):
         return len(releases)
     return sum(c.privacy.reads_data for c in releases)
+
+
+def planned_groups_read(
+    mechanism: QuantileMechanism, group_sizes, alpha: float, counts: np.ndarray
+) -> int:
+    """``groups_read`` from public quantities, before any score is computed.
+
+    Private sizes: the number of groups. Public sizes (each group's count is public):
+    the groups with rows whose mechanism certificate at that count is feasible (an
+    infeasible request is released as the top of the range without reading rows),
+    counted up to 2, the most that makes a difference to :func:`mondrian_privacy`.
+    """
+    if isinstance(group_sizes, PrivateGroupSizes):
+        return int(counts.shape[0])
+    read = 0
+    for count in counts.tolist():
+        if count > 0 and mechanism.coverage_certificate(int(count), alpha).feasible:
+            read += 1
+            if read == 2:
+                break
+    return read
 
 
 # -------------------------------------------------------------------- records

@@ -306,6 +306,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a fresh interpreter imports the package: a few seconds
 def test_a_process_with_the_same_pid_gets_a_detached_ledger(data, tmp_path):
     """The audit's case: an estimator unpickled by another process that has the same PID
     (PID 1 in containers; simulated here) used to get that process's fresh default

@@ -8,11 +8,15 @@ range [0, 1] -> mechanism (one release, or one per Mondrian group) ->
 the score aliases, the constraints table, the target checks and (for regression) the
 public score bounds.
 
-Privacy accounting: everything a fit will release is planned from parameters alone
+Privacy accounting: the most a fit can release is planned from parameters alone
 (:meth:`BasePrivateConformal._plan`), stated under the user's ``adjacency`` and checked
-on the ledger before any data is read; after calibration exactly the recorded guarantee
-``calibration_.privacy`` is spent on that ledger, then the fitted attributes are set all
-at once.
+on the ledger before anything is read or fitted. Once the inputs are checked, the exact
+guarantee the release will record is computed from public quantities (parameters, the
+number of calibration rows, the agent or public group sizes) and reserved, that is
+checked and spent in one step under the ledger's lock
+(:meth:`BasePrivateConformal._reserve`), before the model sees a calibration row. After
+the release, its recorded guarantee ``calibration_.privacy`` must spend exactly what was
+reserved, then the fitted attributes are set all at once.
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ from sklearn.utils import _safe_indexing, gen_batches, get_tags, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows
-from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_ledger, spend
+from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, reserve, resolve_ledger
 from ._random import check_noise_source, check_random_state
 from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from ._validation import validate_params as _validate_params
 from .mechanisms import QuantileMechanism
 from .mechanisms._base import Calibration
+from .mechanisms._statistics import agent_labels
 from .mondrian import (
     MondrianCalibration,
     PrivateGroupSizes,
@@ -46,7 +51,9 @@ from .mondrian import (
     UnseenGroupWarning,
     calibrate_groups,
     group_records,
+    groups_read,
     mondrian_privacy,
+    planned_groups_read,
     warn_trivial_groups,
 )
 from .privacy import PrivacyGuarantee
@@ -122,7 +129,12 @@ def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -
 
 @dataclass(frozen=True)
 class _Plan:
-    """What a fit will do, fixed from parameters alone before any data is read."""
+    """What a fit will do, fixed from parameters alone before any data is read.
+
+    ``planned`` is the most it can cost (checked first); ``reserved``, set by
+    :meth:`BasePrivateConformal._reserve` once the public sizes are known, is the exact
+    guarantee the release will record, already spent on ``ledger``.
+    """
 
     params: dict
     score: BaseConformityScore
@@ -130,6 +142,7 @@ class _Plan:
     ledger: Any
     planned: PrivacyGuarantee
     group_list: tuple | None
+    reserved: PrivacyGuarantee | None = None
 
 
 class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
@@ -299,7 +312,12 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return check_group_list(declared, name="PrivateGroupSizes.group_ids")
 
     def _plan(self) -> _Plan:
-        """Validate every parameter and check the budget: all before any data is read."""
+        """Validate every parameter and check the budget: all before any data is read.
+
+        The check is for the most this configuration can cost (every group read, a
+        feasible request), so that a fit the ledger cannot cover is refused before a
+        model is fitted; the exact cost is reserved later (:meth:`_reserve`).
+        """
         params = _validate_params(self, self._parameter_constraints)
         self._check_estimator_kind(self.estimator)
         score = self._resolve_score()
@@ -313,6 +331,52 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         ledger = resolve_ledger(self.accountant)
         ledger.check(*planned.accountant_spend())
         return _Plan(params, score, mechanism, ledger, planned, group_list)
+
+    def _reserve(self, plan: _Plan, release: PrivacyGuarantee) -> _Plan:
+        """Spend ``release`` on the ledger now, atomically; the plan that records it.
+
+        Called once the inputs are checked and before the model sees a calibration row:
+        of two calibrations racing for the last budget of one ledger, the one refused
+        raises here (:func:`~privconf_sklearn._ledger.reserve`), having read nothing.
+        The reservation is final: if anything fails afterwards (the model's
+        ``predict_proba``, a score outside its range, ...) the estimator keeps its
+        previous state and the spend stays on the ledger, which has no refund (and the
+        failure itself may depend on the calibration rows it read).
+        """
+        reserve(plan.ledger, *release.accountant_spend())
+        return replace(plan, reserved=release)
+
+    def _reserve_release(
+        self, plan: _Plan, n_samples: int, agent_sizes: tuple[int, ...] | None = None
+    ) -> _Plan:
+        """Reserve what one release on ``n_samples`` rows will record (:meth:`_reserve`).
+
+        From public quantities only: the mechanism's guarantee under ``adjacency`` when
+        its certificate at ``(n_samples, alpha)`` (and, federated, the public
+        ``agent_sizes``, checked against ``n_agents``) is feasible; zero loss, nothing
+        reserved, when the request is infeasible (the release is then the top of the
+        range, chosen without reading a row).
+        """
+        mechanism, alpha = plan.mechanism, plan.params["alpha"]
+        if agent_sizes is None:
+            certificate = mechanism.coverage_certificate(n_samples, alpha)
+        else:
+            n_agents = mechanism.get_params().get("n_agents")
+            if n_agents is not None and len(agent_sizes) != n_agents:
+                raise ValueError(
+                    f"groups define {len(agent_sizes)} agents but n_agents = {n_agents}."
+                )
+            certificate = mechanism.coverage_certificate(  # type: ignore[call-arg]
+                n_samples, alpha, agent_sizes=agent_sizes
+            )
+        guarantee = (
+            mechanism.privacy_guarantee()
+            if certificate.feasible
+            else PrivacyGuarantee.untouched(
+                "Infeasible request, decided from public quantities: no data read."
+            )
+        )
+        return self._reserve(plan, guarantee.under(plan.params["adjacency"]))
 
     def _check_prefit_estimator(self):
         try:
@@ -411,9 +475,13 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return self._calibrate(plan, self._check_prefit_estimator(), X, y, groups)
 
     def _calibrate(self, plan: _Plan, estimator, X, y, groups):
-        """Everything after the estimator is fitted. Sets attributes only at the end."""
+        """Everything after the estimator is fitted. Sets attributes only at the end.
+
+        The inputs are checked (lengths, targets, agent ids or Mondrian groups) and the
+        release's exact spend reserved (:meth:`_reserve`) before the model is asked for
+        the outputs of a single calibration row.
+        """
         params, score, mechanism = plan.params, plan.score, plan.mechanism
-        alpha, adjacency = params["alpha"], params["adjacency"]
         mondrian = params["mondrian"]
         score.check_estimator(estimator)
         self._warn_about_score(score, estimator)
@@ -427,16 +495,20 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 "the mondrian parameter."
             )
         encoded = self._encode_targets(y, estimator)
-        if mondrian is not None:
-            row_groups, group_list = self._mondrian_row_groups(mondrian, X, encoded, estimator, n)
-            group_list = group_list or plan.group_list
+        if mondrian is None:
+            groups = mechanism._check_groups(groups, n)
+            agent_sizes = None if groups is None else tuple(agent_labels(groups)[2].tolist())
+            plan = self._reserve_release(plan, n, agent_sizes)
+        else:
+            index, codes = self._group_codes(plan, X, encoded, estimator, n)
+            plan = self._reserve_groups(plan, index, codes)
         outputs = score.estimator_outputs(estimator, X)
         raw_scores = score.conformity_scores(outputs, encoded, random_state=self.random_state)
         (low, high), clipped_scores, bounds_record = self._public_bounds(score, raw_scores)
         unit_scores = to_unit_range(clipped_scores, low, high)
         if mondrian is None:
             calibration = mechanism.calibrate(
-                unit_scores, alpha, groups=groups, random_state=self.random_state
+                unit_scores, params["alpha"], groups=groups, random_state=self.random_state
             )
             return self._complete_release(
                 plan,
@@ -446,12 +518,16 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 bounds_record,
                 lambda t: largest_covered_score(clipped_scores, unit_scores, t),
             )
-        broken = self._broken_privacy_reason(bounds_record)
-        fitted: dict[str, Any] = {}
-        if group_list is None:
-            index = GroupIndex.from_rows(row_groups)
-        else:
-            index = GroupIndex(group_list)
+        return self._release_groups(
+            plan, estimator, index, codes, (clipped_scores, unit_scores), (low, high), bounds_record
+        )
+
+    def _group_codes(self, plan: _Plan, X, encoded, estimator, n: int):
+        """The Mondrian group index and every calibration row's group code."""
+        mondrian = plan.params["mondrian"]
+        row_groups, group_list = self._mondrian_row_groups(mondrian, X, encoded, estimator, n)
+        group_list = group_list or plan.group_list
+        index = GroupIndex.from_rows(row_groups) if group_list is None else GroupIndex(group_list)
         codes = index.codes(row_groups)
         if (codes < 0).any():
             unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
@@ -459,7 +535,43 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
                 f"{unknown[:10]}; declare every group the callable can return."
             )
+        return index, codes
+
+    def _reserve_groups(self, plan: _Plan, index: GroupIndex, codes: np.ndarray) -> _Plan:
+        """Reserve a Mondrian calibration's composed guarantee (:meth:`_reserve`).
+
+        Public sizes: a group's release reads its rows iff the mechanism's certificate
+        at the group's size is feasible; private sizes: the size release reads every
+        group (:func:`~privconf_sklearn.mondrian.planned_groups_read`).
+        """
+        params, mechanism = plan.params, plan.mechanism
+        counts = np.bincount(codes, minlength=len(index.group_ids))
         sizes = params["group_sizes"]
+        n_read = planned_groups_read(mechanism, sizes, params["alpha"], counts)
+        release = mondrian_privacy(
+            mechanism, sizes, params["adjacency"], n_groups_read=n_read, n_groups=len(counts)
+        )
+        return self._reserve(plan, release)
+
+    def _release_groups(
+        self,
+        plan: _Plan,
+        estimator,
+        index: GroupIndex,
+        codes: np.ndarray,
+        scores: tuple[np.ndarray, np.ndarray],
+        bounds: tuple,
+        bounds_record,
+    ) -> BasePrivateConformal:
+        """One release per Mondrian group, their records, composed guarantee and attributes.
+
+        ``scores`` holds the clipped calibration scores and their images in [0, 1].
+        """
+        params, mechanism = plan.params, plan.mechanism
+        alpha, sizes = params["alpha"], params["group_sizes"]
+        (clipped_scores, unit_scores), (low, high) = scores, bounds
+        n = unit_scores.shape[0]
+        broken = self._broken_privacy_reason(bounds_record)
         releases, details, owner = calibrate_groups(
             mechanism,
             unit_scores,
@@ -478,12 +590,15 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             alpha=alpha,
             n_samples=n,
         )
-        warn_trivial_groups(records, stacklevel=3)
-        private_sizes = isinstance(sizes, PrivateGroupSizes)
-        n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
+        warn_trivial_groups(records, stacklevel=4)
         privacy = mondrian_privacy(
-            mechanism, sizes, adjacency, n_groups_read=n_read, n_groups=len(final)
+            mechanism,
+            sizes,
+            params["adjacency"],
+            n_groups_read=groups_read(final, sizes),
+            n_groups=len(final),
         )
+        private_sizes = isinstance(sizes, PrivateGroupSizes)
         grouped = MondrianCalibration(
             mechanism=type(mechanism).__name__,
             alpha=alpha,
@@ -494,16 +609,19 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             details={**details, **bound_details},
             owner_diagnostics=owner,
         )
-        fitted["groups_"] = _object_array(index.group_ids)
-        fitted["group_thresholds_"] = np.array(
-            [
-                threshold_in_score_units(c, clipped_scores[r.rows], unit_scores[r.rows], low, high)
-                for c, r in zip(final, releases, strict=True)
-            ]
-        )
-        fitted["mondrian_"] = mondrian
-
-        return self._set_fitted(plan, estimator, grouped, final, (low, high), bounds_record, fitted)
+        fitted: dict[str, Any] = {
+            "groups_": _object_array(index.group_ids),
+            "group_thresholds_": np.array(
+                [
+                    threshold_in_score_units(
+                        c, clipped_scores[r.rows], unit_scores[r.rows], low, high
+                    )
+                    for c, r in zip(final, releases, strict=True)
+                ]
+            ),
+            "mondrian_": params["mondrian"],
+        }
+        return self._set_fitted(plan, estimator, grouped, final, bounds, bounds_record, fitted)
 
     def _complete_release(
         self,
@@ -521,7 +639,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         if the score range came from the data), the threshold in score units
         (``largest_covered(t)``: the largest clipped calibration score whose image is at
         most ``t``, or None; see :func:`threshold_in_score_units`), the warnings, the
-        spending on the ledger and the fitted attributes.
+        check against the reservation and the fitted attributes.
         """
         low, high = bounds
         broken = self._broken_privacy_reason(bounds_record)
@@ -547,12 +665,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         bounds_record,
         fitted: dict[str, Any],
     ) -> BasePrivateConformal:
-        """Warn, spend ``calibration.privacy`` on the ledger, then set every attribute."""
+        """Check the reservation, warn, then set every attribute."""
         low, high = bounds
+        _check_reserved(plan, calibration)
         self._warn_about_releases(final, bounds_record)
-        epsilon, delta = calibration.privacy.accountant_spend()
-        if epsilon > 0 or delta > 0:
-            spend(plan.ledger, epsilon, delta)
 
         fitted.update(
             estimator_=estimator,
@@ -730,6 +846,27 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         tags.input_tags.categorical = inner.input_tags.categorical
         tags.input_tags.string = inner.input_tags.string
         return tags
+
+
+def _check_reserved(plan: _Plan, calibration: Calibration | MondrianCalibration) -> None:
+    """Refuse a release whose recorded spend is not the one reserved before reading data.
+
+    The reservation is computed from public quantities: it equals the record for every
+    mechanism whose ``coverage_certificate`` is feasible exactly when its release reads
+    data (the contract of :class:`~privconf_sklearn.mechanisms.QuantileMechanism`). A
+    mechanism breaking it would otherwise leave the ledger wrong; the release is
+    discarded (nothing is set) and the reservation stays on the ledger.
+    """
+    recorded = calibration.privacy.accountant_spend()
+    reserved = None if plan.reserved is None else plan.reserved.accountant_spend()
+    if recorded != reserved:
+        raise RuntimeError(
+            f"Privacy accounting mismatch: {calibration.mechanism}'s release records "
+            f"(epsilon, delta) = {recorded}, but {reserved} was reserved on the ledger from "
+            "public quantities before the data were read (its coverage_certificate must be "
+            "feasible exactly when its release reads data). The release is discarded; the "
+            "reservation stays on the ledger."
+        )
 
 
 def _object_array(values) -> np.ndarray:

@@ -87,14 +87,14 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         randomised score's uniforms, also in :meth:`predict_set`); an int starts from
         the seed at every draw.
     accountant : ledger or None, default=None
-        Ledger that calibration checks (before reading any data) and spends its privacy
-        budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,
-        delta)``, such as a diffprivlib ``BudgetAccountant``. None uses diffprivlib's
-        default accountant, where diffprivlib models record their training budget too
-        (an error, before any data is read, if diffprivlib cannot be imported). Kept by
-        reference through ``clone``; an estimator unpickled in another process (e.g. a
-        worker of ``GridSearchCV(n_jobs=2)``) refuses to calibrate rather than spend on
-        a copy.
+        Ledger that calibration charges its privacy budget to, checking and spending it
+        in one step before the model sees a calibration row: any object with
+        ``check(epsilon, delta)`` and ``spend(epsilon, delta)``, such as a diffprivlib
+        ``BudgetAccountant``. None uses diffprivlib's default accountant, where
+        diffprivlib models record their training budget too (an error, before any data
+        is read, if diffprivlib cannot be imported). Kept by reference through
+        ``clone``; an estimator unpickled in another process (e.g. a worker of
+        ``GridSearchCV(n_jobs=2)``) refuses to calibrate rather than spend on a copy.
 
     Attributes
     ----------

@@ -20,7 +20,7 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._base import BasePrivateConformal
-from ._ledger import resolve_ledger, spend
+from ._ledger import reserve, resolve_ledger
 from ._validation import InstanceOf, Options, validate_params
 from .cards import Contract, ContractCard
 from .cards._card import configuration_of, empirical_diagnostics, split_details
@@ -62,19 +62,31 @@ def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
             raise type(exc)(message) from exc
 
 
+def _evaluated(fitted: dict, X_eval, y_eval) -> tuple[dict, dict, dict]:
+    """Every finalist's diagnostics, owner diagnostics and mean set size (or width)."""
+    diagnostics, owner, sizes = {}, {}, {}
+    for i, estimator in fitted.items():
+        public, owner[str(i)] = split_details(estimator.calibration_)
+        # X_eval is public or already released (documented), so these are public.
+        evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
+        diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
+        sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
+    return diagnostics, owner, sizes
+
+
 class _FinalistLedger:
     """The ledger a finalist calibrates on: the search records the composed spend instead.
 
-    The user's ledger is checked for the composed spend of every finalist before any
-    data is read, and charged it once after the calibrations (a finalist spending on it
-    directly would be charged the sum, also on disjoint rows).
+    The composed spend of every finalist is reserved on the user's ledger, once, before
+    any calibration row is read (a finalist spending on it directly would be charged
+    the sum, also on disjoint rows).
     """
 
     def check(self, epsilon: float, delta: float) -> None:
-        """Accept: the search checked the composed spend on the user's ledger."""
+        """Accept: the search reserved the composed spend on the user's ledger."""
 
     def spend(self, epsilon: float, delta: float) -> None:
-        """Record nothing: the search records the composed spend."""
+        """Record nothing: the search reserved the composed spend."""
 
 
 class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
@@ -88,9 +100,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     search costs the largest ``epsilon_cal`` evaluated (parallel composition), on shared
     rows the sum, and it evaluates only what the contract's budget allows; the card's
     ``epsilon_cal`` clause is checked against this cost, and the estimator's ledger
-    (``accountant``) is checked for it before any data is read and charged it once. An
-    infeasible contract gives an infeasibility card (best attempted configuration,
-    negative margins), not an error.
+    (``accountant``) is charged it once, atomically, before any calibration row is read
+    (if a calibration then fails, the charge stays). An infeasible contract gives an
+    infeasibility card (best attempted configuration, negative margins), not an error.
 
     Parameters
     ----------
@@ -272,12 +284,19 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 notes[candidate.index] = "not calibrated: no evaluation data to compare it on"
         return plan, notes
 
-    def _check_budget(self, finalists: list[Candidate]):
-        """The user's ledger, checked for the finalists' composed spend (no data read)."""
+    def _reserve_budget(self, finalists: list[Candidate]) -> None:
+        """Charge the finalists' composed spend to the user's ledger, before any data is read.
+
+        Finalists are formally feasible (their level is reachable at their size), so
+        each release reads its rows and records its planned guarantee, which every
+        finalist checks against its own reservation
+        (:meth:`~privconf_sklearn._base.BasePrivateConformal._reserve`): the charge is
+        exactly the composed spend of the releases. It is final, also if a calibration
+        fails (see :func:`~privconf_sklearn._ledger.reserve`).
+        """
         planned = [c.calibration.accountant_spend() for c in finalists]
         ledger = resolve_ledger(self.estimator.accountant)
-        ledger.check(*compose(planned, self.calibration_split))
-        return ledger
+        reserve(ledger, *compose(planned, self.calibration_split))
 
     def fit(self, X, y, *, X_eval=None, y_eval=None):
         """Screen formally, then calibrate and compare only the kept configurations.
@@ -301,17 +320,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         candidates = [c for _, c in screened]
         kept = [c for c in candidates if c.status == "skipped"]
         if not kept:
-            best = best_attempted(self.contract, candidates)
-            self.card_ = ContractCard.build(
-                contract=self.contract,
-                configuration=best.configuration,
-                training_privacy=best.training,
-                calibration_privacy=best.calibration,
-                calibrations=[candidate_entry(best)],
-                selection=selection_of(self.contract, candidates, self.calibration_split),
-            )
-            self.candidates_, self.best_index_, self.best_estimator_ = tuple(candidates), None, None
-            return self
+            return self._infeasible(candidates)
         X, y = indexable(X, y)
         n_rows = _num_samples(X)
         plan, notes = self._plan(kept, n_rows, X_eval is not None)
@@ -323,28 +332,13 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
         if X_eval is not None:
             _check_evaluation_data([screened[c.index][0] for c, _ in plan], X_eval, y_eval)
-        ledger = self._check_budget([c for c, _ in plan])
-        permutation = check_random_state(self.random_state).permutation(n_rows)
-        fitted: dict[int, BasePrivateConformal] = {}
-        try:
-            for candidate, positions in plan:
-                i, rows = candidate.index, permutation[positions]
-                finalist = screened[i][0].set_params(accountant=_FinalistLedger())
-                fitted[i] = finalist.fit_calibrate(
-                    _safe_indexing(X, rows), _safe_indexing(y, rows)
-                ).set_params(accountant=self.estimator.accountant)
-        finally:  # what was calibrated is charged, also when a later calibration fails
-            releases = [f.calibration_.privacy.accountant_spend() for f in fitted.values()]
-            spent = compose(releases, self.calibration_split)
-            if spent[0] > 0 or spent[1] > 0:
-                spend(ledger, *spent)
-        diagnostics, owner, sizes = {}, {}, {}
-        for i, estimator in fitted.items():
-            public, owner[str(i)] = split_details(estimator.calibration_)
-            # X_eval is public or already released (documented), so these are public.
-            evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
-            diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
-            sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
+        self._reserve_budget([c for c, _ in plan])
+        fitted = self._calibrate_finalists(screened, plan, X, y)
+        return self._choose(candidates, notes, fitted, X_eval, y_eval)
+
+    def _choose(self, candidates, notes: dict, fitted: dict, X_eval, y_eval):
+        """Compare the calibrated finalists; record the chosen one, its card and selection."""
+        diagnostics, owner, sizes = _evaluated(fitted, X_eval, y_eval)
         chosen = min(fitted, key=sizes.__getitem__)  # ties: the first in priority order
         # Evaluated configurations carry the guarantee their calibration actually has
         # (e.g. marked as not holding when the regressor took score bounds from data).
@@ -375,6 +369,32 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.candidates_, self.best_index_ = selection.candidates, chosen
         self.best_estimator_, self.card_ = fitted[chosen], card
         return self
+
+    def _infeasible(self, candidates: list[Candidate]) -> CertificateAwareSearch:
+        """No configuration is kept: the infeasibility card; nothing read or spent."""
+        best = best_attempted(self.contract, candidates)
+        self.card_ = ContractCard.build(
+            contract=self.contract,
+            configuration=best.configuration,
+            training_privacy=best.training,
+            calibration_privacy=best.calibration,
+            calibrations=[candidate_entry(best)],
+            selection=selection_of(self.contract, candidates, self.calibration_split),
+        )
+        self.candidates_, self.best_index_, self.best_estimator_ = tuple(candidates), None, None
+        return self
+
+    def _calibrate_finalists(self, screened, plan, X, y) -> dict[int, BasePrivateConformal]:
+        """Each finalist calibrated on its rows (the budget is already reserved)."""
+        permutation = check_random_state(self.random_state).permutation(_num_samples(X))
+        fitted: dict[int, BasePrivateConformal] = {}
+        for candidate, positions in plan:
+            i, rows = candidate.index, permutation[positions]
+            finalist = screened[i][0].set_params(accountant=_FinalistLedger())
+            fitted[i] = finalist.fit_calibrate(
+                _safe_indexing(X, rows), _safe_indexing(y, rows)
+            ).set_params(accountant=self.estimator.accountant)
+        return fitted
 
     def _fitted(self):
         check_is_fitted(self, "card_")

@@ -9,7 +9,8 @@ the group*. This module holds the pieces the estimators use:
 - :class:`PrivateGroupSizes`: release the group sizes privately instead of treating them
   as public;
 - :func:`mondrian_privacy`: the composed privacy guarantee of all releases, exactly, for
-  add/remove and replace-one adjacency;
+  add/remove and replace-one adjacency, from how many groups read rows
+  (``planned_groups_read`` before the data are read, ``groups_read`` after);
 - :class:`MondrianCalibration` and :class:`GroupCalibration`: the record kept as
   ``calibration_``;
 - :func:`calibrate_groups`: the per-group releases.
@@ -248,6 +249,20 @@ def _compose(parts: list[PrivacyGuarantee], adjacency: str, *, gaussian: bool, d
     return PrivacyGuarantee("zcdp", epsilon, delta, rho, adjacency, holds, description)
 
 
+def _weaker(a: PrivacyGuarantee, b: PrivacyGuarantee) -> PrivacyGuarantee:
+    """The weaker of two statements, each for its own class of neighbouring pairs.
+
+    A statement not holding (or infinite) is weakest; then the larger rho (zCDP: its
+    conversion at the common delta grows with rho, and a conversion rounding both to
+    epsilon = 0 must not pick the smaller rho); then the larger epsilon. Ties: ``a``.
+    """
+
+    def weakness(g: PrivacyGuarantee) -> tuple:
+        return (not g.is_private, float(g.rho or 0.0), g.epsilon)
+
+    return a if weakness(a) >= weakness(b) else b
+
+
 def mondrian_privacy(
     mechanism: QuantileMechanism,
     group_sizes,
@@ -267,7 +282,7 @@ def mondrian_privacy(
       is disclosed, as the whole calibration size is): add/remove touches one group:
       ``P_ar``. Replace-one within a group: ``P_ro``; moving between groups removes a
       row from one and adds one to another: ``P_ar`` composed with ``P_ar``. The result
-      is the worse of the two (pure: ``max(eps_ro, 2 eps_ar)``).
+      is the worse of the two (pure: ``max(eps_ro, 2 eps_ar)``; zCDP: the larger rho).
     - Private sizes (:class:`PrivateGroupSizes` with budget ``epsilon_s``; each group's
       mechanism runs on a fixed number ``m_g`` of rows, subsampled or padded): adding
       or removing a row changes one count and one group's input by one replacement:
@@ -284,9 +299,12 @@ def mondrian_privacy(
     adjacency : {"replace-one", "add/remove"}
         The neighbouring relation to state the guarantee for.
     n_groups_read : int, default=2
-        How many group releases read data (a trivial release, decided from public
-        quantities, reads none). Only ``0``, ``1`` and ``>= 2`` differ: one row touches
-        at most two groups. Use the default for a plan made before the data are read.
+        How many group releases read rows, whatever their converted epsilon (a zCDP
+        release may convert to epsilon = 0 at its delta and still read its rows; only a
+        trivial release, decided from public quantities, reads none): see
+        ``planned_groups_read`` and ``groups_read``. Only ``0``, ``1`` and
+        ``>= 2`` differ: one row touches at most two groups. The default (2) is the most
+        a calibration can cost.
     n_groups : int, default=2
         Number of groups (public). With a single group a replaced row cannot move
         between groups (and the sizes, being the total, do not change).
@@ -345,7 +363,41 @@ def mondrian_privacy(
         gaussian=gaussian,
         description=what + " (a replaced row that moves between groups touches two releases).",
     )
-    return moving if moving.epsilon >= within.epsilon else within
+    return _weaker(moving, within)
+
+
+def groups_read(releases: list[Calibration], group_sizes) -> int:
+    """How many group releases read rows, for :func:`mondrian_privacy` (after the releases).
+
+    Private sizes: every group (the size release reads every group's count, and which
+    groups then read rows depends on the noisy sizes). Public sizes: the releases that
+    read rows (:attr:`PrivacyGuarantee.reads_data`: all but the trivial releases decided
+    from public quantities, also a zCDP release whose converted epsilon is 0).
+    """
+    if isinstance(group_sizes, PrivateGroupSizes):
+        return len(releases)
+    return sum(c.privacy.reads_data for c in releases)
+
+
+def planned_groups_read(
+    mechanism: QuantileMechanism, group_sizes, alpha: float, counts: np.ndarray
+) -> int:
+    """``groups_read`` from public quantities, before any score is computed.
+
+    Private sizes: the number of groups. Public sizes (each group's count is public):
+    the groups with rows whose mechanism certificate at that count is feasible (an
+    infeasible request is released as the top of the range without reading rows),
+    counted up to 2, the most that makes a difference to :func:`mondrian_privacy`.
+    """
+    if isinstance(group_sizes, PrivateGroupSizes):
+        return int(counts.shape[0])
+    read = 0
+    for count in counts.tolist():
+        if count > 0 and mechanism.coverage_certificate(int(count), alpha).feasible:
+            read += 1
+            if read == 2:
+                break
+    return read
 
 
 # -------------------------------------------------------------------- records

@@ -320,12 +320,13 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         ``Generator`` is used as given, so every draw (noise, split) advances it; an
         int starts from the seed at every draw.
     accountant : ledger or None, default=None
-        Ledger that calibration checks (before reading any data) and spends its privacy
-        budget on: any object with ``check(epsilon, delta)`` and ``spend(epsilon,
-        delta)``, such as a diffprivlib ``BudgetAccountant``. None uses diffprivlib's
-        default accountant (an error, before any data is read, if diffprivlib cannot be
-        imported). Kept by reference through ``clone``; an estimator unpickled in another
-        process refuses to calibrate rather than spend on a copy.
+        Ledger that calibration charges its privacy budget to, checking and spending it
+        in one step before the model sees a calibration row: any object with
+        ``check(epsilon, delta)`` and ``spend(epsilon, delta)``, such as a diffprivlib
+        ``BudgetAccountant``. None uses diffprivlib's default accountant (an error,
+        before any data is read, if diffprivlib cannot be imported). Kept by reference
+        through ``clone``; an estimator unpickled in another process refuses to calibrate
+        rather than spend on a copy.
 
     Attributes
     ----------

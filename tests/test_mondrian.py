@@ -4,6 +4,7 @@ import itertools
 import math
 import pickle
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from privconf_sklearn import (
     ScoreBoundsWarning,
     UninformativeCalibrationWarning,
 )
+from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, ExponQ, SplitConformal
 from privconf_sklearn.metrics import neg_mean_set_size_scorer
 from privconf_sklearn.mondrian import (
@@ -33,7 +35,7 @@ from privconf_sklearn.mondrian import (
     private_sizes_coverage_floor,
     size_grid_floor,
 )
-from privconf_sklearn.privacy import PrivacyGuarantee
+from privconf_sklearn.privacy import PrivacyGuarantee, gaussian_epsilon
 from privconf_sklearn.scores import APS
 
 from ._stats import FALSE_FAILURE, binomial_lower_limit
@@ -78,6 +80,13 @@ class AddRemoveOnly(ExponQ):
 
     def privacy_guarantee(self):
         return PrivacyGuarantee.pure(self.epsilon, adjacency="add/remove")
+
+
+class AddRemoveOnlyPCOQS(PCOQS):
+    """P-COQS stated under add/remove adjacency only (replace-one: 4 rho, group privacy)."""
+
+    def privacy_guarantee(self):
+        return replace(super().privacy_guarantee(), adjacency="add/remove")
 
 
 @pytest.fixture(scope="module")
@@ -438,6 +447,46 @@ def test_trivial_groups_spend_nothing_with_public_sizes(dp):
         ).fit_calibrate(X, y)
     assert [g.informative for g in estimator.calibration_.groups] == [True, False]
     assert ledger.spent_budget == [(1.0, 0.0)]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "adjacency", "rho"),
+    [
+        # A row is added or removed in one group: one release.
+        (PCOQS(rho=1e-6, delta=1e-3), "add/remove", 1e-6),
+        # A replaced row moving between groups changes two releases: 2 rho.
+        (PCOQS(rho=1e-6, delta=1e-3), "replace-one", 2e-6),
+        # Replaced within its group: 4 rho by group privacy, more than 2 rho moving,
+        # although both convert to epsilon = 0 at delta = 1e-3.
+        (AddRemoveOnlyPCOQS(rho=1e-7, delta=1e-3), "replace-one", 4e-7),
+    ],
+)
+def test_zcdp_groups_that_read_rows_count_whatever_their_converted_epsilon(
+    dp, mechanism, adjacency, rho
+):
+    """The audit's case: every group's P-COQS release converts to epsilon = 0 at its delta
+    (rho = 1e-6, delta = 1e-3), yet read its rows. The record used to be (0, 0) and
+    nothing was spent."""
+    X, y = make_two_gaussians(6000, random_state=1)
+    ledger = dp.accountant.BudgetAccountant()
+    estimator = PrivateConformalClassifier(
+        LogisticRegression().fit(X[:2000], y[:2000]),
+        mechanism=mechanism,
+        mondrian="class",
+        group_sizes="public",
+        adjacency=adjacency,
+        accountant=ledger,
+        random_state=0,
+    ).fit_calibrate(X[2000:], y[2000:])
+    releases = [g.calibration for g in estimator.calibration_.groups]
+    assert [(c.feasible, c.privacy.epsilon, c.privacy.rho > 0) for c in releases] == [
+        (True, 0.0, True)
+    ] * 2
+    privacy = estimator.calibration_.privacy
+    assert privacy.notion == "zcdp" and privacy.holds and privacy.delta == 1e-3
+    assert privacy.rho == pytest.approx(rho, rel=1e-12)
+    assert privacy.epsilon == gaussian_epsilon(math.sqrt(2 * privacy.rho), 1e-3)
+    assert ledger.spent_budget == [(privacy.epsilon, 1e-3)]
 
 
 # -------------------------------------------------------------------- coverage

@@ -254,6 +254,31 @@ MUTANTS: tuple[Mutant, ...] = (
         "a row moving between groups touches one release only (parallel composition misused)",
     ),
     Mutant(
+        "ledger-reserve-without-lock",
+        "privconf_sklearn/_ledger.py",
+        "    with _lock_of(ledger):\n        ledger.check(epsilon, delta)\n"
+        "        ledger.spend(epsilon, delta)\n",
+        "    ledger.check(epsilon, delta)\n    ledger.spend(epsilon, delta)\n",
+        ("tests/test_budget_reservation.py::test_two_threads_one_budget_the_loser_reads_nothing",),
+        "two threads both pass the check of the last budget and both spend it",
+    ),
+    Mutant(
+        "mondrian-zcdp-group-read-by-epsilon",
+        "privconf_sklearn/mondrian.py",
+        "    return sum(c.privacy.reads_data for c in releases)",
+        "    return sum(c.privacy.epsilon != 0 for c in releases)",
+        ("tests/test_mondrian.py::test_zcdp_groups_that_read_rows_count_whatever_their_converted_epsilon",),
+        "a group whose zCDP release converts to epsilon = 0 counted as not read",
+    ),
+    Mutant(
+        "ledger-token-kept-after-fork",
+        "privconf_sklearn/_ledger.py",
+        "    _PROCESS_TOKEN = secrets.token_hex(16)\n    _REGISTRY = ",
+        "    _REGISTRY = ",
+        ("tests/test_budget_reservation.py::test_a_forked_child_does_not_resolve_to_its_copy_of_the_ledger",),
+        "a forked child resolves a parent's ledger reference to its own copy",
+    ),
+    Mutant(
         "card-reader-accepts-duplicate-keys",
         "privconf_sklearn/cards/_codec.py",
         "if len(data) != len(pairs):",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .._base import BasePrivateConformal, _check_y_given
-from ._inputs import partition_inputs
-from ._statistics import BlockScorer, DaskScoreStatistics
+from ._inputs import Partitions, partition_inputs
+from ._statistics import BlockScorer, DaskScoreStatistics, _partition_error
 
 __all__ = ["fit_calibrate"]
 
@@ -24,6 +24,33 @@ def _refuse_unsupported(estimator: BasePrivateConformal, plan) -> None:
             "row from random_state in row order, which partitions cannot reproduce. Use a "
             "non-randomised score (e.g. 'aps', 'lac', 'raps')."
         )
+
+
+def _target_error(estimator: BasePrivateConformal, model, y, rows: tuple[int, int]):
+    """None, or the error one partition's targets raise (naming its rows)."""
+    try:
+        estimator._encode_targets(y, model)
+    except (TypeError, ValueError) as exc:
+        return _partition_error(exc, rows)
+    return None
+
+
+def _check_targets(estimator: BasePrivateConformal, model, partitions: Partitions) -> None:
+    """Validate every target as in memory (one pass over ``y``; no model, no score)."""
+    import dask
+    from dask import delayed
+
+    errors = dask.compute(
+        *(
+            delayed(_target_error)(estimator, model, y, (start, start + length))
+            for y, start, length in zip(
+                partitions.targets, partitions.starts, partitions.lengths, strict=True
+            )
+        )
+    )
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 def fit_calibrate(estimator, X, y, groups=None):
@@ -70,13 +97,17 @@ def fit_calibrate(estimator, X, y, groups=None):
 
     Notes
     -----
-    Parameters, mechanism and budget are checked first; every row is validated (one
-    pass that also counts the clipped scores) before the mechanism asks anything;
-    attributes are set and the budget spent only once the release is complete, so an
-    error leaves the estimator as it was. Each statistic recomputes the scores from
-    ``X`` (nothing is persisted): ExponQ and DP-APS read the data twice, P-COQS and
-    SplitConformal a few times more, the federated mechanisms once more per agent (and
-    once for the agent ids).
+    Parameters, mechanism and budget are checked first; then every target is validated
+    (one pass over ``y``) and, as in memory, the exact spend of the release is reserved
+    on the ledger from public quantities (the number of rows, and the agent sizes from
+    one pass over the agent ids) before any score is computed; every row is validated
+    (one pass that also counts the clipped scores) before the mechanism asks anything;
+    attributes are set only once the release is complete, so an error leaves the
+    estimator as it was (an error in the scores, after the reservation, leaves the spend
+    on the ledger). Each statistic recomputes the scores from ``X`` (nothing is
+    persisted): ExponQ and DP-APS read the data twice, P-COQS and SplitConformal a few
+    times more, the federated mechanisms once more per agent (and twice for the agent
+    ids).
     """
     if not isinstance(estimator, BasePrivateConformal):
         raise TypeError(
@@ -93,10 +124,15 @@ def fit_calibrate(estimator, X, y, groups=None):
         raise ValueError("The calibration set is empty: calibration needs at least one row.")
     score = plan.score
     score.check_estimator(model)
+    _check_targets(estimator, model, partitions)
+    unmapped = DaskScoreStatistics(BlockScorer(estimator, score, model, 0.0, 1.0), partitions)
+    agent_sizes = None
+    if partitions.groups is not None:  # one pass over the agent ids, no score computed
+        agent_sizes = tuple(part.n_samples for part in unmapped.agents())
+    plan = estimator._reserve_release(plan, partitions.n_samples, agent_sizes)
 
     def data_range() -> tuple[float, float]:
-        unmapped = BlockScorer(estimator, score, model, 0.0, 1.0)  # reads raw scores only
-        return DaskScoreStatistics(unmapped, partitions).raw_range()
+        return unmapped.raw_range()  # reads raw scores only
 
     low, high, public = estimator._public_range(score, data_range)
     statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, low, high), partitions)

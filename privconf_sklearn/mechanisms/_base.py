@@ -349,7 +349,9 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
 
         Computed from public quantities only; it equals the ``coverage_lower_bound``,
         ``lower_bound_confidence`` and ``feasible`` of the :class:`Calibration` that
-        :meth:`calibrate` returns for the same ``(n_samples, alpha)``.
+        :meth:`calibrate` returns for the same ``(n_samples, alpha)``. ``feasible`` is
+        False exactly when that release reads no data (:func:`infeasible_calibration`):
+        the estimators reserve the privacy budget from it before reading any row.
         """
 
     def _calibrate(

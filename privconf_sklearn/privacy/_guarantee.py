@@ -87,6 +87,15 @@ class PrivacyGuarantee:
         return cls("pure", 0.0, 0.0, None, "replace-one", True, description)
 
     @property
+    def reads_data(self) -> bool:
+        """False only for the zero loss of :meth:`untouched` (pure, epsilon = delta = 0).
+
+        A zCDP statement whose (epsilon, delta) conversion rounds to epsilon = 0 (e.g.
+        rho = 1e-6 at delta = 1e-3) still reads data: it has rho > 0 and delta > 0.
+        """
+        return not (self.notion == "pure" and self.epsilon == 0.0 and self.delta == 0.0)
+
+    @property
     def is_private(self) -> bool:
         """True when the release has a finite privacy loss that holds."""
         return self.holds and math.isfinite(self.epsilon)
@@ -105,8 +114,9 @@ class PrivacyGuarantee:
     def under(self, adjacency: str) -> PrivacyGuarantee:
         """The guarantee restated for the neighbouring relation ``adjacency``.
 
-        - If it already holds under ``adjacency`` (or reads no data, or promises no
-          privacy), the same numbers with ``adjacency`` recorded.
+        - If it already holds under ``adjacency`` (or reads no data,
+          :attr:`reads_data`, or promises no privacy), the same numbers with
+          ``adjacency`` recorded.
         - Add/remove to replace-one: replacing a record is removing it and adding
           another, so by group privacy for two steps a pure or local epsilon-DP
           statement becomes 2 epsilon-DP, and a rho-zCDP one 4 rho-zCDP (Bun and
@@ -127,7 +137,7 @@ class PrivacyGuarantee:
         """
         if adjacency not in ADJACENCIES:
             raise ValueError(f"adjacency must be one of {list(ADJACENCIES)}; got {adjacency!r}.")
-        if adjacency in self.adjacencies or self.notion == "none" or self.epsilon == 0.0:
+        if adjacency in self.adjacencies or self.notion == "none" or not self.reads_data:
             return replace(self, adjacency=adjacency)
         if adjacency == "add/remove":
             return replace(

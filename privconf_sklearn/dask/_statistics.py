@@ -30,7 +30,12 @@ from .._base import to_unit_range
 from .._validation import check_unit_scores
 from ..mechanisms import RankCounter, ScoreArray, ScoreStatistics
 from ..mechanisms._binning import bin_counts
-from ..mechanisms._statistics import check_agent_count, check_agent_ids, distinct_agent_ids
+from ..mechanisms._statistics import (
+    check_agent_count,
+    check_agent_ids,
+    distinct_agent_ids,
+    edge_counts,
+)
 from ._inputs import Partitions
 
 __all__ = ["BlockScorer", "DaskScoreStatistics"]
@@ -129,6 +134,10 @@ def _clip_counts(
     except (TypeError, ValueError) as exc:
         return _partition_error(exc, rows)
     return n_below, n_above, float(clipped.max()) if clipped.shape[0] else None
+
+
+def _edge_counts(unit: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    return edge_counts(unit, edges)
 
 
 def _bin_counts(unit: np.ndarray, n_bins: int) -> np.ndarray:
@@ -360,6 +369,10 @@ class DaskScoreStatistics(ScoreStatistics):
     def bin_counts(self, n_bins: int) -> np.ndarray:
         """Sum of the partitions' :func:`bin_counts` (one pass)."""
         return self.summed_scores(_bin_counts, n_bins)
+
+    def edge_counts(self, edges: np.ndarray) -> np.ndarray:
+        """Sum of the partitions' :func:`edge_counts` (one pass)."""
+        return self.summed_scores(_edge_counts, edges)
 
     def kth_smallest(self, k: int) -> float:
         """The ``k``-th smallest score, bit for bit.

@@ -16,6 +16,7 @@ from ._base import (
     QuantileMechanism,
     UninformativeCalibrationWarning,
 )
+from ._grids import LogGrid
 from ._statistics import RankCounter, ScoreArray, ScoreStatistics
 from .dp_aps import DPAPS
 from .expon_q import ExponQ
@@ -33,6 +34,7 @@ __all__ = [
     "FedCPQQ",
     "Forecast",
     "InfeasibleCalibrationWarning",
+    "LogGrid",
     "PrivacyGuarantee",
     "QuantileMechanism",
     "RankCounter",

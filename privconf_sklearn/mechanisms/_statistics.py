@@ -44,6 +44,7 @@ __all__ = [
     "check_agent_count",
     "check_agent_ids",
     "distinct_agent_ids",
+    "edge_counts",
 ]
 
 
@@ -111,6 +112,24 @@ class ScoreStatistics(metaclass=ABCMeta):
         """
 
     @abstractmethod
+    def edge_counts(self, edges: np.ndarray) -> np.ndarray:
+        """Counts in the bins of a public, strictly increasing grid with top edge 1.
+
+        ``counts[j - 1] = #{i : e_{j-1} < s_i <= e_j}`` (``e_0 = -inf``): each score
+        counts at the first edge at or above it, the floating-point comparisons of
+        prediction time (:func:`edge_counts`). For non-uniform grids
+        (:class:`~privconf_sklearn.mechanisms.LogGrid`).
+
+        Parameters
+        ----------
+        edges : ndarray of float64 of shape (m,)
+
+        Returns
+        -------
+        ndarray of shape (m,), dtype int64
+        """
+
+    @abstractmethod
     def kth_smallest(self, k: int) -> float:
         """The ``k``-th smallest score, ``1 <= k <= n_samples``, bit for bit."""
 
@@ -159,6 +178,12 @@ class ScoreStatistics(metaclass=ABCMeta):
 
 
 # ------------------------------------------------------------------ agents
+def edge_counts(scores: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``#{i : e_{j-1} < s_i <= e_j}`` for each edge (``e_0 = -inf``), scores in [0, 1]."""
+    index = np.searchsorted(edges, scores, side="left")
+    return np.bincount(index, minlength=edges.shape[0])[: edges.shape[0]].astype(np.int64)
+
+
 def check_agent_ids(groups: np.ndarray) -> None:
     """Refuse NaN or infinite agent ids and booleans (any block of the rows).
 
@@ -294,6 +319,10 @@ class ScoreArray(ScoreStatistics):
     def bin_counts(self, n_bins: int) -> np.ndarray:
         """:func:`~privconf_sklearn.mechanisms.expon_q.bin_counts` of the scores."""
         return bin_counts(self._scores, n_bins)
+
+    def edge_counts(self, edges: np.ndarray) -> np.ndarray:
+        """:func:`edge_counts` of the scores."""
+        return edge_counts(self._scores, edges)
 
     def kth_smallest(self, k: int) -> float:
         """``np.partition(scores, k - 1)[k - 1]``."""

@@ -42,6 +42,7 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
+from ._grids import check_grid
 from ._shaped import (
     LOWER_SLOPES,
     Shape,
@@ -51,7 +52,7 @@ from ._shaped import (
     target_numerators,
     upper_coverage_bound,
 )
-from ._statistics import ScoreStatistics
+from ._statistics import ScoreArray, ScoreStatistics
 
 __all__ = [
     "AUTO_BIN_GRID",
@@ -624,6 +625,11 @@ class ExponQ(QuantileMechanism):
         for the paper's utility (``"tight"``, ``"paper"``, ``"monotone"``); ``"auto"``
         minimises ``q~`` (:func:`optimal_gamma`). The shaped utility has no such split
         (its certificate integrates the whole lower tail) and takes only ``"auto"``.
+    grid : "uniform" or LogGrid, default="uniform"
+        The public grid of candidate thresholds: ``j / m``, or a
+        :class:`~privconf_sklearn.mechanisms.LogGrid` (finer near 0, for regression
+        scores under loose bounds). The privacy and coverage analyses count edges, so
+        they hold for either grid; the parameters are chosen as for the uniform grid.
     scaling : {"shaped", "tight", "paper", "monotone"}, default="shaped"
         ``"shaped"``: the shaped utility above. ``"tight"``: the paper's utility
         ``-max((1 - q~) b_j, q~ a_j)`` with the range-bounded analysis, epsilon-DP
@@ -656,16 +662,25 @@ class ExponQ(QuantileMechanism):
     }
 
     def __init__(
-        self, epsilon, *, n_bins="auto", lower_slope="auto", gamma="auto", scaling="shaped"
+        self,
+        epsilon,
+        *,
+        n_bins="auto",
+        lower_slope="auto",
+        gamma="auto",
+        scaling="shaped",
+        grid="uniform",
     ):
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.lower_slope = lower_slope
         self.gamma = gamma
         self.scaling = scaling
+        self.grid = grid
 
     def _check_params(self) -> None:
         params = self._validated_params()
+        check_grid(self.grid)
         if params["scaling"] == "shaped":
             if params["gamma"] != "auto":
                 raise ValueError(
@@ -758,6 +773,19 @@ class ExponQ(QuantileMechanism):
         needed = self._needed_samples(alpha)
         return f"{what}: {needed} are needed at this epsilon, or a larger epsilon."
 
+    def edges(self, n_bins: int) -> np.ndarray:
+        """The public grid's ``m`` edges: ``j / m`` (uniform) or :meth:`LogGrid.edges`."""
+        grid = check_grid(self.grid)
+        if grid == "uniform":
+            return np.arange(1, n_bins + 1) / n_bins
+        return grid.edges(n_bins)
+
+    def _counts(self, statistics: ScoreStatistics, n_bins: int) -> np.ndarray:
+        grid = check_grid(self.grid)
+        if grid == "uniform":
+            return statistics.bin_counts(n_bins)
+        return statistics.edge_counts(grid.edges(n_bins))
+
     def _log_probabilities(self, counts: np.ndarray, parameters: ExponQParameters, n: int):
         """Normalised log-probabilities of the edges given the bin counts."""
         epsilon = self._validated_params()["epsilon"]
@@ -793,9 +821,9 @@ class ExponQ(QuantileMechanism):
         parameters = self.resolve_parameters(n, alpha)
         if not parameters.feasible:
             return np.ones(1), np.zeros(1)
-        counts = bin_counts(scores, parameters.n_bins)
+        counts = self._counts(ScoreArray._checked(scores), parameters.n_bins)
         log_probabilities = self._log_probabilities(counts, parameters, n)
-        return np.arange(1, parameters.n_bins + 1) / parameters.n_bins, log_probabilities
+        return self.edges(parameters.n_bins), log_probabilities
 
     def _upper_bound(self, n: int, alpha: float, parameters: ExponQParameters):
         """Coverage upper bound at ``p_max = 0`` and its slope in ``p_max``."""
@@ -824,9 +852,9 @@ class ExponQ(QuantileMechanism):
                 n,
                 alpha,
                 self._unreachable(n, alpha),
-                **_public_details(parameters, params),
+                **_public_details(parameters, params, self.grid),
             )
-        counts = statistics.bin_counts(parameters.n_bins)
+        counts = self._counts(statistics, parameters.n_bins)
         log_probabilities = self._log_probabilities(counts, parameters, n)
         edge = noise.categorical_from_log_weights(log_probabilities) + 1
         upper, slope = self._upper_bound(n, alpha, parameters)
@@ -839,7 +867,7 @@ class ExponQ(QuantileMechanism):
             )
         return Calibration(
             mechanism=type(self).__name__,
-            threshold=edge / parameters.n_bins,
+            threshold=float(self.edges(parameters.n_bins)[edge - 1]),
             n_samples=n,
             alpha=alpha,
             privacy=self.privacy_guarantee(),
@@ -848,7 +876,7 @@ class ExponQ(QuantileMechanism):
             upper_bound_atom_slope=slope,
             target_level=parameters.level,
             reason=reason,
-            details=_public_details(parameters, params),
+            details=_public_details(parameters, params, self.grid),
         )
 
 
@@ -863,9 +891,10 @@ _DESCRIPTIONS = {
 }
 
 
-def _public_details(parameters: ExponQParameters, params: dict) -> dict:
+def _public_details(parameters: ExponQParameters, params: dict, grid) -> dict:
     """The public parameters of a release, for ``Calibration.details``."""
     details: dict = {
+        "grid": "uniform" if grid == "uniform" else f"log (resolution {grid.resolution!r})",
         "scaling": parameters.scaling,
         "n_bins": parameters.n_bins,
         "n_bins_auto": params["n_bins"] == "auto",

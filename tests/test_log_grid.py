@@ -31,7 +31,7 @@ def test_scores_count_at_the_first_edge_at_or_above_them():
     from privconf_sklearn.mechanisms._statistics import edge_counts
 
     counts = edge_counts(scores, edges)
-    assert counts.tolist() == [2, 2, 2, 2, 1]
+    assert counts.tolist() == [2, 2, 2, 2, 2]  # {0, e_1}, {e_1+, e_2}, ..., {e_4+, 1}
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 2.0])

@@ -221,7 +221,7 @@ def test_reservation_is_final_when_the_model_fails_afterwards(data):
 
 @pytest.mark.parametrize(
     ("mechanism", "groups"),
-    [(ExponQ(epsilon=1.0), None), (FedCP2QQ(epsilon=1.0), np.arange(30) % 3)],
+    [(ExponQ(epsilon=0.1), None), (FedCP2QQ(epsilon=1.0), np.arange(30) % 3)],
     ids=["central", "federated"],
 )
 def test_infeasible_request_reserves_nothing(data, mechanism, groups):

@@ -699,15 +699,18 @@ def _check_forecast_size(n_samples) -> int:
 
 
 def _monte_carlo(mechanism: QuantileMechanism, scores: np.ndarray, alpha: float):
-    """Released thresholds of a seeded Monte Carlo, as (values, probabilities)."""
+    """Released thresholds of a seeded Monte Carlo, as (values, probabilities).
+
+    The releases of :meth:`QuantileMechanism.calibrate` on the (valid) idealised scores,
+    without its warning about a trivial release: that warning's text quotes a forecast,
+    which would run this Monte Carlo again.
+    """
     noise = np.random.default_rng(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
-        released = np.array(
-            [
-                mechanism.calibrate(scores, alpha, random_state=noise).threshold
-                for _ in range(MONTE_CARLO_RUNS)
-            ]
-        )
+    released = np.array(
+        [
+            mechanism._calibrate(scores, alpha, None, check_noise_source(noise)).threshold
+            for _ in range(MONTE_CARLO_RUNS)
+        ]
+    )
     values, counts = np.unique(released, return_counts=True)
     return values, counts / counts.sum()

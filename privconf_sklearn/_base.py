@@ -6,27 +6,28 @@ range [0, 1] -> mechanism (one release, or one per Mondrian group) ->
 :class:`~privconf_sklearn.mondrian.MondrianCalibration`) -> the estimator keeps it ->
 ``predict_set`` asks the score object for the sets at the threshold(s). Subclasses supply
 the score aliases, the constraints table, the target checks and (for regression) the
-public score bounds.
+public score bounds, as the private hooks below.
 
-Privacy accounting: the most a fit can release is planned from parameters alone
-(:meth:`BasePrivateConformal._plan`), stated under the user's ``adjacency`` and checked
-on the ledger before anything is read or fitted. Once the inputs are checked, the exact
-guarantee the release will record is computed from public quantities (parameters, the
-number of calibration rows, the agent or public group sizes) and reserved, that is
-checked and spent in one step under the ledger's lock
-(:meth:`BasePrivateConformal._reserve`), before the model sees a calibration row. After
-the release, its recorded guarantee ``calibration_.privacy`` must spend exactly what was
-reserved, then the fitted attributes are set all at once.
+Privacy accounting: a calibration runs the public steps of a
+:class:`~privconf_sklearn.base.CalibrationRun` (``privconf_sklearn._calibration_run``),
+in memory (:meth:`BasePrivateConformal._calibrate`) as on dask. The most it can release
+is planned from parameters alone (:meth:`BasePrivateConformal.start_calibration`),
+stated under the user's ``adjacency`` and checked on the ledger before anything is read
+or fitted. Once the inputs are checked, the exact guarantee the release will record is
+computed from public quantities (parameters, the number of calibration rows, the agent
+or public group sizes) and reserved, that is checked and spent in one step under the
+ledger's lock (``CalibrationRun.reserve``), before the model sees a calibration row.
+After the release, its recorded guarantee ``calibration_.privacy`` must spend exactly
+what was reserved, then the fitted attributes are set all at once.
 """
 
 from __future__ import annotations
 
 import numbers
-import struct
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,14 +37,13 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, gen_batches, get_tags, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
+from ._calibration_run import CalibrationRun, CalibrationScorer, MappedScores
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows
-from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, reserve, resolve_ledger
+from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_ledger
 from ._random import check_noise_source, check_random_state
 from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from ._validation import validate_params as _validate_params
-from .mechanisms import QuantileMechanism
-from .mechanisms._base import Calibration
-from .mechanisms._statistics import agent_labels
+from .mechanisms import Calibration, QuantileMechanism, ScoreArray, agent_labels
 from .mondrian import (
     MondrianCalibration,
     PrivateGroupSizes,
@@ -56,8 +56,7 @@ from .mondrian import (
     planned_groups_read,
     warn_trivial_groups,
 )
-from .privacy import PrivacyGuarantee
-from .scores._base import BaseConformityScore
+from .scores import BaseConformityScore, score_threshold, threshold_in_score_units
 
 __all__ = ["BasePrivateConformal", "register_card_builder"]
 
@@ -127,24 +126,6 @@ def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -
     }
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What a fit will do, fixed from parameters alone before any data is read.
-
-    ``planned`` is the most it can cost (checked first); ``reserved``, set by
-    :meth:`BasePrivateConformal._reserve` once the public sizes are known, is the exact
-    guarantee the release will record, already spent on ``ledger``.
-    """
-
-    params: dict
-    score: BaseConformityScore
-    mechanism: QuantileMechanism
-    ledger: Any
-    planned: PrivacyGuarantee
-    group_list: tuple | None
-    reserved: PrivacyGuarantee | None = None
-
-
 class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared implementation of the private conformal wrappers.
 
@@ -155,7 +136,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
     #: Mapping from the string aliases accepted by ``conformity_score`` to score factories.
     _score_aliases: dict[str, Any] = {}
-    #: One constraints table per class, checked by :meth:`_plan`.
+    #: One constraints table per class, checked by :meth:`start_calibration`.
     _parameter_constraints: dict[str, list] = {}
     #: Attributes a fit may set; a refit removes the ones it does not set again.
     _fitted_attribute_names: tuple[str, ...] = (
@@ -221,15 +202,6 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         """
         return None
 
-    def _public_bounds(self, score: BaseConformityScore, scores: np.ndarray):
-        """Public range ``(low, high)``, the scores clipped to it, and a record of how."""
-        low, high, public = self._public_range(
-            score, lambda: (float(scores.min()), float(scores.max()))
-        )
-        clipped, below, above = self._clip_to_range(score, scores, low, high)
-        record = self._range_record(low, high, public, below, above, scores.shape[0], clipped)
-        return (low, high), clipped, record
-
     def _broken_privacy_reason(self, bounds_record) -> str | None:
         """Why the privacy guarantee does not hold for this fit, or None."""
         return None
@@ -254,7 +226,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
     # ------------------------------------------------------------- validation
     def _validated(self, *names: str) -> dict:
-        """Some parameters checked against the constraints table (see :meth:`_plan`)."""
+        """Some parameters checked against the constraints table (see :meth:`start_calibration`)."""
         return _validate_params(self, {name: self._parameter_constraints[name] for name in names})
 
     def _resolve_score(self) -> BaseConformityScore:
@@ -311,72 +283,44 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             )
         return check_group_list(declared, name="PrivateGroupSizes.group_ids")
 
-    def _plan(self) -> _Plan:
-        """Validate every parameter and check the budget: all before any data is read.
+    # ------------------------------------------------------------ calibration
+    def start_calibration(self) -> CalibrationRun:
+        """Start a calibration: validate every parameter and check the budget; read no data.
 
-        The check is for the most this configuration can cost (every group read, a
-        feasible request), so that a fit the ledger cannot cover is refused before a
-        model is fitted; the exact cost is reserved later (:meth:`_reserve`).
+        The first step of every calibration (:meth:`fit`, :meth:`fit_calibrate`,
+        :func:`privconf_sklearn.dask.fit_calibrate`), public so that scores computed
+        elsewhere can be calibrated by the same steps: see :mod:`privconf_sklearn.base`.
+        The budget is checked for the most this configuration can cost (every Mondrian
+        group read, a feasible request), so that a calibration the ledger cannot cover is
+        refused before a model is fitted; the exact cost is reserved later, once the
+        public sizes are known (:meth:`~privconf_sklearn.base.CalibrationRun.reserve`).
+
+        Returns
+        -------
+        CalibrationRun
+            The validated parameters, a fresh conformity score and mechanism, and the
+            planned guarantee; its methods are the remaining steps.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For a bad parameter (including the mechanism's own).
+        RuntimeError
+            If the ledger cannot cover the planned guarantee (the ledger's own error).
         """
         params = _validate_params(self, self._parameter_constraints)
         self._check_estimator_kind(self.estimator)
         score = self._resolve_score()
         mechanism = self._resolve_mechanism()
         guarantee = mechanism.privacy_guarantee()  # validates the mechanism's parameters
-        group_list = self._check_mondrian(params, mechanism)
+        declared_groups = self._check_mondrian(params, mechanism)
         if params["mondrian"] is None:
             planned = guarantee.under(params["adjacency"])
         else:
             planned = mondrian_privacy(mechanism, params["group_sizes"], params["adjacency"])
         ledger = resolve_ledger(self.accountant)
         ledger.check(*planned.accountant_spend())
-        return _Plan(params, score, mechanism, ledger, planned, group_list)
-
-    def _reserve(self, plan: _Plan, release: PrivacyGuarantee) -> _Plan:
-        """Spend ``release`` on the ledger now, atomically; the plan that records it.
-
-        Called once the inputs are checked and before the model sees a calibration row:
-        of two calibrations racing for the last budget of one ledger, the one refused
-        raises here (:func:`~privconf_sklearn._ledger.reserve`), having read nothing.
-        The reservation is final: if anything fails afterwards (the model's
-        ``predict_proba``, a score outside its range, ...) the estimator keeps its
-        previous state and the spend stays on the ledger, which has no refund (and the
-        failure itself may depend on the calibration rows it read).
-        """
-        reserve(plan.ledger, *release.accountant_spend())
-        return replace(plan, reserved=release)
-
-    def _reserve_release(
-        self, plan: _Plan, n_samples: int, agent_sizes: tuple[int, ...] | None = None
-    ) -> _Plan:
-        """Reserve what one release on ``n_samples`` rows will record (:meth:`_reserve`).
-
-        From public quantities only: the mechanism's guarantee under ``adjacency`` when
-        its certificate at ``(n_samples, alpha)`` (and, federated, the public
-        ``agent_sizes``, checked against ``n_agents``) is feasible; zero loss, nothing
-        reserved, when the request is infeasible (the release is then the top of the
-        range, chosen without reading a row).
-        """
-        mechanism, alpha = plan.mechanism, plan.params["alpha"]
-        if agent_sizes is None:
-            certificate = mechanism.coverage_certificate(n_samples, alpha)
-        else:
-            n_agents = mechanism.get_params().get("n_agents")
-            if n_agents is not None and len(agent_sizes) != n_agents:
-                raise ValueError(
-                    f"groups define {len(agent_sizes)} agents but n_agents = {n_agents}."
-                )
-            certificate = mechanism.coverage_certificate(  # type: ignore[call-arg]
-                n_samples, alpha, agent_sizes=agent_sizes
-            )
-        guarantee = (
-            mechanism.privacy_guarantee()
-            if certificate.feasible
-            else PrivacyGuarantee.untouched(
-                "Infeasible request, decided from public quantities: no data read."
-            )
-        )
-        return self._reserve(plan, guarantee.under(plan.params["adjacency"]))
+        return CalibrationRun(self, params, score, mechanism, ledger, planned, declared_groups)
 
     def _check_prefit_estimator(self):
         try:
@@ -436,22 +380,22 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         self : object
             The calibrated estimator.
         """
-        plan = self._plan()
-        _check_y_given(y)
-        if plan.params["prefit"]:
+        run = self.start_calibration()
+        run.require_targets(y)
+        if run.params["prefit"]:
             if fit_params:
                 raise ValueError(
                     f"fit parameters {sorted(fit_params)} were given but prefit=True: the "
                     "estimator is not refitted."
                 )
-            return self._calibrate(plan, self._check_prefit_estimator(), X, y, groups)
+            return self._calibrate(run, None, X, y, groups)
         _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
         (X_train, y_train), (X_cal, y_cal, groups_cal) = self._split(
-            X, y, groups, plan.params["calibration_size"]
+            X, y, groups, run.params["calibration_size"]
         )
         estimator = clone(self.estimator).fit(X_train, y_train, **fit_params)
-        return self._calibrate(plan, estimator, X_cal, y_cal, groups_cal)
+        return self._calibrate(run, estimator, X_cal, y_cal, groups_cal)
 
     def fit_calibrate(self, X, y, groups=None):
         """Calibrate the already fitted estimator on ``(X, y)``.
@@ -470,63 +414,78 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         self : object
             The calibrated estimator.
         """
-        plan = self._plan()
-        _check_y_given(y)
-        return self._calibrate(plan, self._check_prefit_estimator(), X, y, groups)
+        run = self.start_calibration()
+        run.require_targets(y)
+        return self._calibrate(run, None, X, y, groups)
 
-    def _calibrate(self, plan: _Plan, estimator, X, y, groups):
-        """Everything after the estimator is fitted. Sets attributes only at the end.
+    def _calibrate(self, run: CalibrationRun, model, X, y, groups):
+        """Calibrate on rows held in memory, through the steps of ``run``.
 
-        The inputs are checked (lengths, targets, agent ids or Mondrian groups) and the
-        release's exact spend reserved (:meth:`_reserve`) before the model is asked for
-        the outputs of a single calibration row.
+        Everything after the parameters and the budget were checked
+        (:meth:`start_calibration`) and the model fitted. The steps, in the order that
+        makes the privacy accounting hold (see :mod:`privconf_sklearn.base`):
+
+        1. The model is checked against the score (``run.use_model``; ``model=None``
+           takes the prefit estimator). No calibration row is read.
+        2. The inputs are checked, data read but no score computed: lengths, an empty
+           set, agent ids against the mechanism, every target (encoded once, kept for the
+           scores), Mondrian groups against their declaration.
+        3. The exact spend is reserved on the ledger from public quantities only: the
+           number of rows and the agents' sizes (``run.reserve``), or the Mondrian
+           groups' sizes (:meth:`_reserve_groups`). A refused reservation raises here,
+           before the model sees a calibration row.
+        4. Only now: the model's outputs, the conformity scores, the public range
+           (``run.fix_score_range``), the scores mapped to [0, 1].
+        5. The release and its records (``run.release``, or one release per Mondrian
+           group in :meth:`_release_groups`); attributes are set only at the end, so an
+           error leaves the estimator as it was (the spend stays reserved).
+
+        :func:`privconf_sklearn.dask.fit_calibrate` runs the same steps on scores
+        computed block by block, which is why its release equals this one.
         """
-        params, score, mechanism = plan.params, plan.score, plan.mechanism
-        mondrian = params["mondrian"]
-        score.check_estimator(estimator)
-        self._warn_about_score(score, estimator)
+        scorer = run.use_model(model)
         n = _check_same_length(X, y, groups)
         X, y, groups = indexable(X, y, groups)
         if n == 0:
             raise ValueError("The calibration set is empty: calibration needs at least one row.")
+        mondrian = run.params["mondrian"]
         if mondrian is not None and groups is not None:
             raise ValueError(
                 "groups (agent ids) is for federated mechanisms; Mondrian groups come from "
                 "the mondrian parameter."
             )
-        encoded = self._encode_targets(y, estimator)
-        if mondrian is None:
-            groups = mechanism._check_groups(groups, n)
-            agent_sizes = None if groups is None else tuple(agent_labels(groups)[2].tolist())
-            plan = self._reserve_release(plan, n, agent_sizes)
-        else:
-            index, codes = self._group_codes(plan, X, encoded, estimator, n)
-            plan = self._reserve_groups(plan, index, codes)
-        outputs = score.estimator_outputs(estimator, X)
-        raw_scores = score.conformity_scores(outputs, encoded, random_state=self.random_state)
-        (low, high), clipped_scores, bounds_record = self._public_bounds(score, raw_scores)
-        unit_scores = to_unit_range(clipped_scores, low, high)
-        if mondrian is None:
-            calibration = mechanism.calibrate(
-                unit_scores, params["alpha"], groups=groups, random_state=self.random_state
-            )
-            return self._complete_release(
-                plan,
-                estimator,
-                calibration,
-                (low, high),
-                bounds_record,
-                lambda t: largest_covered_score(clipped_scores, unit_scores, t),
-            )
-        return self._release_groups(
-            plan, estimator, index, codes, (clipped_scores, unit_scores), (low, high), bounds_record
+        targets = scorer.encode_targets(y)
+        if mondrian is not None:
+            return self._calibrate_groups(run, scorer, X, targets)
+        groups = run.mechanism._check_groups(groups, n)
+        run.reserve(n, None if groups is None else tuple(agent_labels(groups)[2].tolist()))
+        raw_scores = scorer.conformity_scores(X, targets)
+        mapped = run.fix_score_range(lambda: _range_of(raw_scores)).map_to_unit(raw_scores)
+        return run.release(
+            ScoreArray(mapped.unit, groups),
+            clipping=mapped.clipping(),
+            largest_covered=mapped.largest_covered,
         )
 
-    def _group_codes(self, plan: _Plan, X, encoded, estimator, n: int):
+    def _calibrate_groups(self, run: CalibrationRun, scorer: CalibrationScorer, X, targets):
+        """Steps 3 to 5 of :meth:`_calibrate` for Mondrian calibration (in memory only).
+
+        The group of every row is known and checked before the reservation, which is the
+        composed guarantee of the groups' releases (:meth:`_reserve_groups`).
+        """
+        n = targets.shape[0]
+        index, codes = self._group_codes(run, X, targets, scorer.model, n)
+        self._reserve_groups(run, index, codes)
+        raw_scores = scorer.conformity_scores(X, targets)
+        mapped = run.fix_score_range(lambda: _range_of(raw_scores)).map_to_unit(raw_scores)
+        record = run._range_record(mapped.below, mapped.above, n, mapped.clipped)
+        return self._release_groups(run, index, codes, mapped, record)
+
+    def _group_codes(self, run: CalibrationRun, X, encoded, estimator, n: int):
         """The Mondrian group index and every calibration row's group code."""
-        mondrian = plan.params["mondrian"]
+        mondrian = run.params["mondrian"]
         row_groups, group_list = self._mondrian_row_groups(mondrian, X, encoded, estimator, n)
-        group_list = group_list or plan.group_list
+        group_list = group_list or run.declared_groups
         index = GroupIndex.from_rows(row_groups) if group_list is None else GroupIndex(group_list)
         codes = index.codes(row_groups)
         if (codes < 0).any():
@@ -537,44 +496,39 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             )
         return index, codes
 
-    def _reserve_groups(self, plan: _Plan, index: GroupIndex, codes: np.ndarray) -> _Plan:
-        """Reserve a Mondrian calibration's composed guarantee (:meth:`_reserve`).
+    def _reserve_groups(self, run: CalibrationRun, index: GroupIndex, codes: np.ndarray) -> None:
+        """Reserve a Mondrian calibration's composed guarantee, atomically on the ledger.
 
         Public sizes: a group's release reads its rows iff the mechanism's certificate
         at the group's size is feasible; private sizes: the size release reads every
         group (:func:`~privconf_sklearn.mondrian.planned_groups_read`).
         """
-        params, mechanism = plan.params, plan.mechanism
+        params, mechanism = run.params, run.mechanism
         counts = np.bincount(codes, minlength=len(index.group_ids))
         sizes = params["group_sizes"]
         n_read = planned_groups_read(mechanism, sizes, params["alpha"], counts)
         release = mondrian_privacy(
             mechanism, sizes, params["adjacency"], n_groups_read=n_read, n_groups=len(counts)
         )
-        return self._reserve(plan, release)
+        run._reserve_exactly(release)
 
     def _release_groups(
         self,
-        plan: _Plan,
-        estimator,
+        run: CalibrationRun,
         index: GroupIndex,
         codes: np.ndarray,
-        scores: tuple[np.ndarray, np.ndarray],
-        bounds: tuple,
+        mapped: MappedScores,
         bounds_record,
     ) -> BasePrivateConformal:
-        """One release per Mondrian group, their records, composed guarantee and attributes.
-
-        ``scores`` holds the clipped calibration scores and their images in [0, 1].
-        """
-        params, mechanism = plan.params, plan.mechanism
+        """One release per Mondrian group, their records, composed guarantee and attributes."""
+        run._start_release()
+        params, mechanism = run.params, run.mechanism
         alpha, sizes = params["alpha"], params["group_sizes"]
-        (clipped_scores, unit_scores), (low, high) = scores, bounds
-        n = unit_scores.shape[0]
+        n = mapped.unit.shape[0]
         broken = self._broken_privacy_reason(bounds_record)
         releases, details, owner = calibrate_groups(
             mechanism,
-            unit_scores,
+            mapped.unit,
             codes,
             index.group_ids,
             alpha,
@@ -609,78 +563,75 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             details={**details, **bound_details},
             owner_diagnostics=owner,
         )
+        low, high = run.score_range  # type: ignore[misc]
         fitted: dict[str, Any] = {
             "groups_": _object_array(index.group_ids),
             "group_thresholds_": np.array(
                 [
                     threshold_in_score_units(
-                        c, clipped_scores[r.rows], unit_scores[r.rows], low, high
+                        c, mapped.clipped[r.rows], mapped.unit[r.rows], low, high
                     )
                     for c, r in zip(final, releases, strict=True)
                 ]
             ),
             "mondrian_": params["mondrian"],
         }
-        return self._set_fitted(plan, estimator, grouped, final, bounds, bounds_record, fitted)
+        return self._set_fitted(run, grouped, final, bounds_record, fitted)
 
     def _complete_release(
         self,
-        plan: _Plan,
-        estimator,
+        run: CalibrationRun,
         calibration: Calibration,
-        bounds: tuple,
         bounds_record,
         largest_covered: Callable[[float], float | None],
     ) -> BasePrivateConformal:
         """Everything after the mechanism's release (without Mondrian groups).
 
-        Shared by :meth:`fit_calibrate` and :func:`privconf_sklearn.dask.fit_calibrate`:
-        the estimator-level records, the privacy guarantee under ``adjacency`` (broken
-        if the score range came from the data), the threshold in score units
-        (``largest_covered(t)``: the largest clipped calibration score whose image is at
-        most ``t``, or None; see :func:`threshold_in_score_units`), the warnings, the
+        Called by :meth:`CalibrationRun.release <privconf_sklearn.base.CalibrationRun.release>`
+        for every path: the estimator-level records, the privacy guarantee under
+        ``adjacency`` (broken if the score range came from the data), the threshold in
+        score units (``largest_covered(t)``: the largest clipped calibration score whose
+        image is at most ``t``, or None; see
+        :func:`~privconf_sklearn.scores.threshold_in_score_units`), the warnings, the
         check against the reservation and the fitted attributes.
         """
-        low, high = bounds
+        low, high = run.score_range  # type: ignore[misc]
         broken = self._broken_privacy_reason(bounds_record)
         calibration = self._finish_release(calibration, bounds_record, slice(None))
-        privacy = calibration.privacy.under(plan.params["adjacency"])
+        privacy = calibration.privacy.under(run.params["adjacency"])
         calibration = replace(
             calibration, privacy=privacy if broken is None else privacy.broken(broken)
         )
         fitted: dict[str, Any] = {
             "threshold_": score_threshold(calibration, largest_covered, low, high)
         }
-        return self._set_fitted(
-            plan, estimator, calibration, [calibration], bounds, bounds_record, fitted
-        )
+        return self._set_fitted(run, calibration, [calibration], bounds_record, fitted)
 
     def _set_fitted(
         self,
-        plan: _Plan,
-        estimator,
+        run: CalibrationRun,
         calibration: Calibration | MondrianCalibration,
         final: list[Calibration],
-        bounds: tuple,
         bounds_record,
         fitted: dict[str, Any],
     ) -> BasePrivateConformal:
         """Check the reservation, warn, then set every attribute."""
-        low, high = bounds
-        _check_reserved(plan, calibration)
+        low, high = run.score_range  # type: ignore[misc]
+        run._check_reserved(calibration)
         self._warn_about_releases(final, bounds_record)
 
         fitted.update(
-            estimator_=estimator,
-            score_=plan.score,
-            mechanism_=plan.mechanism,
+            estimator_=run.model,
+            score_=run.score,
+            mechanism_=run.mechanism,
             calibration_=calibration,
             score_bounds_=(float(low), float(high)),
         )
+        model = run.model
         for name in ("n_features_in_", "feature_names_in_"):
-            if hasattr(estimator, name):
-                fitted[name] = getattr(estimator, name)
-        fitted.update(self._extra_fitted_attributes(estimator, calibration))
+            if hasattr(model, name):
+                fitted[name] = getattr(model, name)
+        fitted.update(self._extra_fitted_attributes(model, calibration))
         for name in self._fitted_attribute_names:
             if name not in fitted and name in vars(self):
                 delattr(self, name)
@@ -848,39 +799,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return tags
 
 
-def _check_reserved(plan: _Plan, calibration: Calibration | MondrianCalibration) -> None:
-    """Refuse a release whose recorded spend is not the one reserved before reading data.
-
-    The reservation is computed from public quantities: it equals the record for every
-    mechanism whose ``coverage_certificate`` is feasible exactly when its release reads
-    data (the contract of :class:`~privconf_sklearn.mechanisms.QuantileMechanism`). A
-    mechanism breaking it would otherwise leave the ledger wrong; the release is
-    discarded (nothing is set) and the reservation stays on the ledger.
-    """
-    recorded = calibration.privacy.accountant_spend()
-    reserved = None if plan.reserved is None else plan.reserved.accountant_spend()
-    if recorded != reserved:
-        raise RuntimeError(
-            f"Privacy accounting mismatch: {calibration.mechanism}'s release records "
-            f"(epsilon, delta) = {recorded}, but {reserved} was reserved on the ledger from "
-            "public quantities before the data were read (its coverage_certificate must be "
-            "feasible exactly when its release reads data). The release is discarded; the "
-            "reservation stays on the ledger."
-        )
-
-
 def _object_array(values) -> np.ndarray:
     array = np.empty(len(values), dtype=object)
     array[:] = list(values)
     return array
-
-
-def _check_y_given(y) -> None:
-    if y is None:
-        raise ValueError(
-            "This estimator requires y to be passed, but the target y is None: "
-            "calibration needs the true labels or targets."
-        )
 
 
 def _check_same_length(X, y, groups=None) -> int:
@@ -895,125 +817,6 @@ def _check_same_length(X, y, groups=None) -> int:
     return n
 
 
-_FLOAT64, _INT64 = struct.Struct("<d"), struct.Struct("<q")
-
-
-def to_unit_range(scores, low: float, high: float):
-    """Map scores in the public range ``[low, high]`` to [0, 1]: ``(s - low) / (high - low)``.
-
-    The one expression used for calibration scores and, through
-    :func:`threshold_in_score_units`, for the threshold: it is non-decreasing in ``s``
-    in floating point (a rounded subtraction, then a rounded division by a positive
-    constant), so ``{s : to_unit_range(s) <= t}`` is a half-line.
-    """
-    return (scores - low) / (high - low)
-
-
-def _ordered_key(value: float) -> int:
-    """Integer key ordered like the float64 values (``-0.0`` and ``0.0`` share key 0)."""
-    bits = _INT64.unpack(_FLOAT64.pack(value))[0]
-    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
-
-
-def _from_ordered_key(key: int) -> float:
-    magnitude = _FLOAT64.unpack(_INT64.pack(abs(key)))[0]
-    return magnitude if key >= 0 else -magnitude
-
-
-def threshold_in_score_units(
-    calibration: Calibration,
-    clipped_scores: np.ndarray,
-    unit_scores: np.ndarray,
-    low: float,
-    high: float,
-) -> float:
-    """The score threshold ``T`` that covers exactly what the unit threshold covers.
-
-    A score ``s`` is covered iff ``to_unit_range(s) <= t`` for the mechanism's threshold
-    ``t``. Mapping ``t`` back by ``low + t (high - low)`` can move it by an ulp either
-    way, and the map is not one-to-one (several scores round to the same unit value),
-    so instead:
-
-    - ``T`` is the largest float64 ``s`` in ``[low, high]`` with
-      ``to_unit_range(s) <= t``, found by bisection on the ordered float64 bit
-      patterns (at most 64 steps). Then ``s <= T`` iff ``to_unit_range(s) <= t`` for
-      every ``s`` in ``[low, high]``: prediction and calibration compare the same
-      floats. ``T`` depends on ``t`` and the public bounds only, so it costs no privacy.
-      ``t = 1`` gives ``T = high``.
-    - For a non-private release (``privacy.notion == "none"``) whose ``t`` is the image
-      of a calibration score, ``T`` is the largest calibration score with that image:
-      the order statistic the mechanism picked, in score units, exactly (so split
-      conformal intervals equal MAPIE's bit for bit). It covers every calibration
-      score the mechanism counted as covered and no other, and lies below the first
-      bullet's ``T`` only by an interval of scores that all map to ``t`` and hold no
-      calibration score.
-
-    For the identity map (``low = 0``, ``high = 1``, classification) ``T = t``.
-
-    Parameters
-    ----------
-    calibration : Calibration
-        The mechanism's release.
-    clipped_scores, unit_scores : ndarray of shape (n_samples,)
-        Calibration scores in ``[low, high]`` and their images in [0, 1].
-    low, high : float
-        Public score range.
-
-    Returns
-    -------
-    float
-    """
-    return score_threshold(
-        calibration,
-        lambda t: largest_covered_score(clipped_scores, unit_scores, t),
-        low,
-        high,
-    )
-
-
-def largest_covered_score(clipped_scores: np.ndarray, unit_scores: np.ndarray, t: float):
-    """The largest clipped score whose image is at most ``t``, or None if there is none."""
-    covered = unit_scores <= t
-    return clipped_scores[covered].max() if covered.any() else None
-
-
-def score_threshold(
-    calibration: Calibration,
-    largest_covered: Callable[[float], float | None],
-    low: float,
-    high: float,
-) -> float:
-    """:func:`threshold_in_score_units`, reading the scores only through ``largest_covered``.
-
-    ``largest_covered(t)`` is the largest clipped calibration score whose image is at
-    most ``t`` (None if there is none); it is asked only for a non-private release, and
-    not for the identity map ``low = 0``, ``high = 1``, where ``T = t`` (each score is
-    its own image, so both bullets of :func:`threshold_in_score_units` give ``t``).
-    """
-    t = calibration.threshold
-    if calibration.privacy.notion == "none" and not (low == 0.0 and high == 1.0):
-        candidate = largest_covered(t)
-        if candidate is not None and to_unit_range(candidate, low, high) == t:
-            return float(candidate)
-    return public_score_threshold(t, low, high)
-
-
-def public_score_threshold(t: float, low: float, high: float) -> float:
-    """The largest float64 ``s`` in ``[low, high]`` with ``to_unit_range(s) <= t``.
-
-    The threshold in score units of a private release: a function of ``t`` and the
-    public bounds only (first bullet of :func:`threshold_in_score_units`), which the
-    card verifier recomputes.
-    """
-    if low == 0.0 and high == 1.0:
-        return float(t)
-    if to_unit_range(high, low, high) <= t:
-        return float(high)
-    below, above = _ordered_key(low), _ordered_key(high)  # image(low) = 0 <= t < image(high)
-    while above - below > 1:
-        middle = (below + above) // 2
-        if to_unit_range(_from_ordered_key(middle), low, high) <= t:
-            below = middle
-        else:
-            above = middle
-    return _from_ordered_key(below)
+def _range_of(scores: np.ndarray) -> tuple[float, float]:
+    """``(min, max)`` of raw scores in memory (for a range taken from the data)."""
+    return float(scores.min()), float(scores.max())

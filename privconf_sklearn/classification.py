@@ -12,8 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import BasePrivateConformal, _estimator_has, common_constraints
 from ._validation import encode_labels
 from .mondrian import MondrianCalibration
-from .scores import APS, LAC, RAPS
-from .scores._base import ConformityScoreWarning
+from .scores import APS, LAC, RAPS, ConformityScoreWarning
 from .scores.classification import check_label_kinds
 
 __all__ = ["PrivateConformalClassifier"]

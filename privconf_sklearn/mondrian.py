@@ -31,15 +31,15 @@ from sklearn.base import BaseEstimator, clone
 
 from ._random import NoiseSource
 from ._validation import InstanceOf, Interval, NoneValue, validate_params
-from .mechanisms import PCOQS, QuantileMechanism
-from .mechanisms._base import (
+from .mechanisms import (
+    PCOQS,
     Calibration,
     InfeasibleCalibrationWarning,
+    QuantileMechanism,
     UninformativeCalibrationWarning,
     infeasible_calibration,
 )
-from .privacy import PrivacyGuarantee
-from .privacy._conversions import gaussian_epsilon, zcdp_epsilon
+from .privacy import PrivacyGuarantee, gaussian_epsilon, zcdp_epsilon
 
 __all__ = [
     "GroupCalibration",

@@ -19,14 +19,16 @@ from privconf_sklearn import (
     QuantilePair,
     ScoreBoundsWarning,
 )
-
-# The exact score-unit threshold is an internal step with no public route of its own; the
-# property tests below pin it directly.
-from privconf_sklearn._base import threshold_in_score_units, to_unit_range
 from privconf_sklearn.datasets import make_poisson_outliers
 from privconf_sklearn.mechanisms import DPAPS, PCOQS, Calibration, ExponQ, SplitConformal
 from privconf_sklearn.privacy import PrivacyGuarantee
-from privconf_sklearn.scores import CQR, AbsoluteResidual, NormalizedResidual
+from privconf_sklearn.scores import (
+    CQR,
+    AbsoluteResidual,
+    NormalizedResidual,
+    threshold_in_score_units,
+    to_unit_range,
+)
 
 MECHANISMS = {
     "split": SplitConformal(),

@@ -18,7 +18,7 @@ After "Contract Cards for Auditable Private Conformal Prediction" (2026):
   configurations; Sec. 4, Table 2), which the verifier recomputes.
 """
 
-from .._base import register_card_builder
+from ..base import register_card_builder
 from ._card import SCHEMA, SCHEMA_VERSION, ContractCard, OwnerDiagnosticsWarning
 from ._codec import CardFormatError
 from ._contract import CLAUSES, Clause, Contract

@@ -21,8 +21,8 @@ import numpy as np
 from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import BasePrivateConformal
 from .._validation import Boolean, InstanceOf, Interval, Options, validate_params
+from ..base import BasePrivateConformal
 from ..mechanisms import Calibration, QuantileMechanism
 from ..metrics import (
     interval_coverage,

@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .._base import public_score_threshold
 from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
 from ..mondrian import PrivateGroupSizes, mondrian_privacy, private_sizes_coverage_floor
 from ..privacy import ADJACENCIES, PrivacyGuarantee
+from ..scores import public_score_threshold
 from ._card import NO_ROWS, ContractCard, planned_certificate
 from ._codec import canonical_bytes
 from ._contract import Clause

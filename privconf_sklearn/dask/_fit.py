@@ -2,47 +2,47 @@
 
 from __future__ import annotations
 
-from .._base import BasePrivateConformal, _check_y_given
+from ..base import BasePrivateConformal, CalibrationRun, CalibrationScorer
 from ._inputs import Partitions, partition_inputs
-from ._statistics import BlockScorer, DaskScoreStatistics, _partition_error
+from ._statistics import DaskScoreStatistics, _partition_error
 
 __all__ = ["fit_calibrate"]
 
 
-def _refuse_unsupported(estimator: BasePrivateConformal, plan) -> None:
+def _refuse_unsupported(run: CalibrationRun) -> None:
     """Refuse what the block-wise path cannot release exactly (nothing read or spent yet)."""
-    score = plan.score
-    if plan.params["mondrian"] is not None:
+    mondrian = run.params["mondrian"]
+    if mondrian is not None:
         raise ValueError(
             f"privconf_sklearn.dask.fit_calibrate does not support Mondrian calibration "
-            f"(mondrian={plan.params['mondrian']!r}); use estimator.fit_calibrate in memory."
+            f"(mondrian={mondrian!r}); use estimator.fit_calibrate in memory."
         )
-    if getattr(score, "randomized", False) is True:
+    if getattr(run.score, "randomized", False) is True:
         raise ValueError(
             f"privconf_sklearn.dask.fit_calibrate does not support the randomised "
-            f"{type(score).__name__} score (randomized=True): its scores draw one uniform per "
-            "row from random_state in row order, which partitions cannot reproduce. Use a "
-            "non-randomised score (e.g. 'aps', 'lac', 'raps')."
+            f"{type(run.score).__name__} score (randomized=True): its scores draw one uniform "
+            "per row from random_state in row order, which partitions cannot reproduce. Use "
+            "a non-randomised score (e.g. 'aps', 'lac', 'raps')."
         )
 
 
-def _target_error(estimator: BasePrivateConformal, model, y, rows: tuple[int, int]):
+def _target_error(scorer: CalibrationScorer, y, rows: tuple[int, int]):
     """None, or the error one partition's targets raise (naming its rows)."""
     try:
-        estimator._encode_targets(y, model)
+        scorer.encode_targets(y)
     except (TypeError, ValueError) as exc:
         return _partition_error(exc, rows)
     return None
 
 
-def _check_targets(estimator: BasePrivateConformal, model, partitions: Partitions) -> None:
+def _check_targets(scorer: CalibrationScorer, partitions: Partitions) -> None:
     """Validate every target as in memory (one pass over ``y``; no model, no score)."""
     import dask
     from dask import delayed
 
     errors = dask.compute(
         *(
-            delayed(_target_error)(estimator, model, y, (start, start + length))
+            delayed(_target_error)(scorer, y, (start, start + length))
             for y, start, length in zip(
                 partitions.targets, partitions.starts, partitions.lengths, strict=True
             )
@@ -114,35 +114,23 @@ def fit_calibrate(estimator, X, y, groups=None):
             "estimator must be a PrivateConformalClassifier or PrivateConformalRegressor; "
             f"got {type(estimator).__name__}."
         )
-    plan = estimator._plan()
-    _check_y_given(y)
-    model = estimator._check_prefit_estimator()
-    _refuse_unsupported(estimator, plan)
-    plan.mechanism._check_groups_given(groups is not None)
+    run = estimator.start_calibration()
+    run.require_targets(y)
+    scorer = run.use_model()
+    _refuse_unsupported(run)
+    run.check_groups_given(groups is not None)
     partitions = partition_inputs(X, y, groups)
     if partitions.n_samples == 0:
         raise ValueError("The calibration set is empty: calibration needs at least one row.")
-    score = plan.score
-    score.check_estimator(model)
-    _check_targets(estimator, model, partitions)
-    unmapped = DaskScoreStatistics(BlockScorer(estimator, score, model, 0.0, 1.0), partitions)
+    _check_targets(scorer, partitions)
+    raw = DaskScoreStatistics(scorer, partitions)
     agent_sizes = None
     if partitions.groups is not None:  # one pass over the agent ids, no score computed
-        agent_sizes = tuple(part.n_samples for part in unmapped.agents())
-    plan = estimator._reserve_release(plan, partitions.n_samples, agent_sizes)
-
-    def data_range() -> tuple[float, float]:
-        return unmapped.raw_range()  # reads raw scores only
-
-    low, high, public = estimator._public_range(score, data_range)
-    statistics = DaskScoreStatistics(BlockScorer(estimator, score, model, low, high), partitions)
-    n_below, n_above, largest = statistics.clip_counts()
-    record = estimator._range_record(
-        low, high, public, n_below, n_above, partitions.n_samples, largest
-    )
-    calibration = plan.mechanism.calibrate_from_statistics(
-        statistics, plan.params["alpha"], random_state=estimator.random_state
-    )
-    return estimator._complete_release(
-        plan, model, calibration, (low, high), record, statistics.largest_covered
+        agent_sizes = tuple(part.n_samples for part in raw.agents())
+    run.reserve(partitions.n_samples, agent_sizes)
+    statistics = DaskScoreStatistics(run.fix_score_range(raw.raw_range), partitions)
+    return run.release(
+        statistics,
+        clipping=statistics.clip_counts(),
+        largest_covered=statistics.largest_covered,
     )

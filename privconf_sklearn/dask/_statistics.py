@@ -26,19 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from .._base import to_unit_range
-from .._validation import check_unit_scores
-from ..mechanisms import RankCounter, ScoreArray, ScoreStatistics
-from ..mechanisms._binning import bin_counts
-from ..mechanisms._statistics import (
-    check_agent_count,
-    check_agent_ids,
-    distinct_agent_ids,
+from ..base import CalibrationScorer
+from ..mechanisms import (
+    RankCounter,
+    ScoreArray,
+    ScoreStatistics,
+    agent_labels,
+    bin_counts,
+    count_agent_ids,
     edge_counts,
 )
 from ._inputs import Partitions
 
-__all__ = ["BlockScorer", "DaskScoreStatistics"]
+__all__ = ["DaskScoreStatistics"]
 
 #: At most this many scores are gathered on the client (8 MiB of float64); larger
 #: order-statistic and rank questions are narrowed by histograms first.
@@ -52,49 +52,6 @@ DYADIC_DEPTH = 16
 HISTOGRAM_MIN_SCORES = 2**17
 
 
-@dataclass(frozen=True)
-class BlockScorer:
-    """Calibration scores of one partition of rows, exactly as the in-memory fit computes them.
-
-    Parameters
-    ----------
-    wrapper : BasePrivateConformal
-        The private conformal estimator (its target encoding and clipping hooks).
-    score : BaseConformityScore
-        The resolved conformity score (not randomised).
-    model : estimator
-        The fitted model.
-    low, high : float
-        The score range mapped to [0, 1].
-    """
-
-    wrapper: Any
-    score: Any
-    model: Any
-    low: float
-    high: float
-
-    def clipped_and_unit(self, X, y) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """The clipped scores, their images in [0, 1], and the numbers clipped below/above.
-
-        Raises the in-memory fit's errors for bad targets or scores.
-        """
-        encoded = self.wrapper._encode_targets(y, self.model)
-        outputs = self.score.estimator_outputs(self.model, X)
-        raw = np.asarray(self.score.conformity_scores(outputs, encoded), dtype=np.float64)
-        clipped, below, above = self.wrapper._clip_to_range(self.score, raw, self.low, self.high)
-        unit = to_unit_range(clipped, self.low, self.high)
-        if unit.shape[0]:
-            unit = check_unit_scores(unit)
-        n_below = 0 if below is None else int(np.count_nonzero(below))
-        n_above = 0 if above is None else int(np.count_nonzero(above))
-        return clipped, unit, n_below, n_above
-
-    def unit(self, X, y) -> np.ndarray:
-        """The scores' images in [0, 1]."""
-        return self.clipped_and_unit(X, y)[1]
-
-
 # ------------------------------------------------------- per-partition summaries
 def _partition_error(exc: Exception, rows: tuple[int, int]) -> Exception:
     """``exc`` (same type) naming the partition's rows of ``X``."""
@@ -104,23 +61,21 @@ def _partition_error(exc: Exception, rows: tuple[int, int]) -> Exception:
 
 
 def raw_score_range(
-    scorer: BlockScorer, X, y, rows: tuple[int, int]
+    scorer: CalibrationScorer, X, y, rows: tuple[int, int]
 ) -> tuple[float, float] | Exception | None:
     """``(min, max)`` of one partition's raw scores (None if empty), or its rows' error.
 
     Errors are returned, not raised, as by :func:`_clip_counts`.
     """
     try:
-        encoded = scorer.wrapper._encode_targets(y, scorer.model)
-        outputs = scorer.score.estimator_outputs(scorer.model, X)
-        raw = np.asarray(scorer.score.conformity_scores(outputs, encoded), dtype=np.float64)
+        raw = scorer.conformity_scores(X, scorer.encode_targets(y))
     except (TypeError, ValueError) as exc:
         return _partition_error(exc, rows)
     return (float(raw.min()), float(raw.max())) if raw.shape[0] else None
 
 
 def _clip_counts(
-    scorer: BlockScorer, X, y, rows: tuple[int, int]
+    scorer: CalibrationScorer, X, y, rows: tuple[int, int]
 ) -> tuple[int, int, float | None] | Exception:
     """Clipping counts and largest clipped score of one partition, or the error its rows raise.
 
@@ -130,10 +85,9 @@ def _clip_counts(
     inside the in-memory message count from the partition's first row).
     """
     try:
-        clipped, _, n_below, n_above = scorer.clipped_and_unit(X, y)
+        return scorer.unit_scores(X, y).clipping()
     except (TypeError, ValueError) as exc:
         return _partition_error(exc, rows)
-    return n_below, n_above, float(clipped.max()) if clipped.shape[0] else None
 
 
 def _edge_counts(unit: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -180,10 +134,8 @@ def _count_outside(unit: np.ndarray, lower: float, upper: float) -> tuple[int, i
     return int(np.count_nonzero(unit < lower)), int(np.count_nonzero(unit > upper))
 
 
-def _largest_covered(scorer: BlockScorer, X, y, t: float) -> float | None:
-    clipped, unit, _, _ = scorer.clipped_and_unit(X, y)
-    covered = unit <= t
-    return float(clipped[covered].max()) if covered.any() else None
+def _largest_covered(scorer: CalibrationScorer, X, y, t: float) -> float | None:
+    return scorer.unit_scores(X, y).largest_covered(t)
 
 
 @dataclass(frozen=True)
@@ -197,9 +149,11 @@ class _Selection:
     positions: np.ndarray | None = None
 
 
-def _on_scores(summary: Callable[..., Any], scorer: BlockScorer, X, y, groups, selection, *args):
+def _on_scores(
+    summary: Callable[..., Any], scorer: CalibrationScorer, X, y, groups, selection, *args
+):
     """``summary(scores, *args)`` on a partition's scores in [0, 1] (the selected rows)."""
-    unit = scorer.unit(X, y)
+    unit = scorer.unit_scores(X, y).unit
     if selection is not None:
         rows = np.flatnonzero(np.asarray(groups) == selection.label)
         unit = unit[rows if selection.positions is None else rows[selection.positions]]
@@ -208,10 +162,8 @@ def _on_scores(summary: Callable[..., Any], scorer: BlockScorer, X, y, groups, s
 
 def _agent_counts(groups, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | Exception:
     """The distinct agent ids of a partition and their counts, or the ids' error."""
-    groups = np.asarray(groups)
     try:
-        check_agent_ids(groups)
-        return distinct_agent_ids(groups, return_counts=True)
+        return count_agent_ids(groups)
     except ValueError as exc:
         return _partition_error(exc, rows)
 
@@ -239,8 +191,8 @@ class DaskScoreStatistics(ScoreStatistics):
 
     Parameters
     ----------
-    scorer : BlockScorer
-        Computes one partition's scores.
+    scorer : CalibrationScorer
+        Computes one partition's scores (:class:`~privconf_sklearn.base.CalibrationScorer`).
     partitions : Partitions
         The calibration rows, one lazy ``(X, y)`` piece per partition.
 
@@ -252,7 +204,7 @@ class DaskScoreStatistics(ScoreStatistics):
     ``FETCH_LIMIT`` scores reach the client.
     """
 
-    def __init__(self, scorer: BlockScorer, partitions: Partitions):
+    def __init__(self, scorer: CalibrationScorer, partitions: Partitions):
         self._scorer = scorer
         self._partitions = partitions
         #: The rows these statistics read: None (all), or one selection per partition.
@@ -453,8 +405,7 @@ class DaskScoreStatistics(ScoreStatistics):
         for part in found:
             if isinstance(part, Exception):
                 raise part
-        labels = distinct_agent_ids(np.concatenate([ids for ids, _ in found]))
-        check_agent_count(labels)
+        labels = agent_labels(np.concatenate([ids for ids, _ in found]))[0]
         table = np.zeros((len(found), labels.shape[0]), dtype=np.int64)
         for i, (ids, counts) in enumerate(found):
             table[i, np.searchsorted(labels, ids)] = counts
@@ -493,10 +444,11 @@ class _DaskRankCounter(RankCounter):
         self._at_most_right = sum(int(p[-1]) for p in parts)
 
     def _gather_if_small(self) -> None:
-        if self._local is None and self._at_most_right - self._at_most_left <= FETCH_LIMIT:
+        inside = self._at_most_right - self._at_most_left
+        if self._local is None and 0 < inside <= FETCH_LIMIT:
             parts = self._statistics.map_scores(_scores_between, self._left, self._right)
             scores = np.concatenate(parts)
-            self._local = ScoreArray._checked(scores).rank_counter(self._left, self._right)
+            self._local = ScoreArray(scores).rank_counter(self._left, self._right)
             self._offset = self._at_most_left  # the local counts start above ``left``
             self._cumulative = None
 
@@ -508,6 +460,8 @@ class _DaskRankCounter(RankCounter):
             if position == math.floor(position) and 1 <= position < 2**DYADIC_DEPTH:
                 return int(self._cumulative[int(position) - 1])
             self._cumulative = None
+        if self._local is None and self._at_most_right == self._at_most_left:
+            return self._at_most_left  # no score in (left, right]: every point counts the same
         self._gather_if_small()
         if self._local is not None:
             return self._offset + self._local.count_at_most(point)

@@ -15,9 +15,18 @@ from ._base import (
     InfeasibleCalibrationWarning,
     QuantileMechanism,
     UninformativeCalibrationWarning,
+    infeasible_calibration,
 )
+from ._binning import bin_counts
 from ._grids import LogGrid
-from ._statistics import RankCounter, ScoreArray, ScoreStatistics
+from ._statistics import (
+    RankCounter,
+    ScoreArray,
+    ScoreStatistics,
+    agent_labels,
+    count_agent_ids,
+    edge_counts,
+)
 from .dp_aps import DPAPS
 from .expon_q import ExponQ
 from .fedcp import FedCP2QQ, FedCPQQ
@@ -42,4 +51,9 @@ __all__ = [
     "ScoreStatistics",
     "SplitConformal",
     "UninformativeCalibrationWarning",
+    "agent_labels",
+    "bin_counts",
+    "count_agent_ids",
+    "edge_counts",
+    "infeasible_calibration",
 ]

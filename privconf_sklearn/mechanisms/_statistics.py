@@ -43,6 +43,7 @@ __all__ = [
     "agent_labels",
     "check_agent_count",
     "check_agent_ids",
+    "count_agent_ids",
     "distinct_agent_ids",
     "edge_counts",
 ]
@@ -228,6 +229,35 @@ def check_agent_count(labels: np.ndarray) -> None:
         )
 
 
+def count_agent_ids(groups) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct agent ids among some rows, and how many rows each has.
+
+    The check :func:`agent_labels` makes on every id, for any block of the rows (a
+    block may hold a single agent): an implementation of :class:`ScoreStatistics` that
+    reads the ids block by block adds the blocks' counts up, then checks the whole
+    list of ids with :func:`agent_labels`.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_rows,)
+        Agent id of each row.
+
+    Returns
+    -------
+    labels, counts : ndarray
+        As :func:`numpy.unique` with ``return_counts``.
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` holds NaN or infinite labels, booleans, or labels that cannot be
+        sorted.
+    """
+    groups = np.asarray(groups)
+    check_agent_ids(groups)
+    return distinct_agent_ids(groups, return_counts=True)
+
+
 def agent_labels(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sorted distinct agent ids of ``groups``, each row's agent and each agent's size.
 
@@ -305,6 +335,11 @@ class ScoreArray(ScoreStatistics):
     def scores(self) -> np.ndarray:
         """The scores (read them, do not modify them)."""
         return self._scores
+
+    @property
+    def groups(self) -> np.ndarray | None:
+        """The agent id of each score, or None (read them, do not modify them)."""
+        return self._groups
 
     @property
     def n_samples(self) -> int:

@@ -1,6 +1,16 @@
-"""Conformity scores: one class per score, with string aliases for estimators."""
+"""Conformity scores: one class per score, with string aliases for estimators.
+
+Also the map between a score's public range ``[low, high]`` and the range [0, 1] the
+mechanisms see (:func:`to_unit_range`, :func:`threshold_in_score_units`).
+"""
 
 from ._base import BaseConformityScore, ConformityScoreWarning
+from ._unit_range import (
+    public_score_threshold,
+    score_threshold,
+    threshold_in_score_units,
+    to_unit_range,
+)
 from .classification import APS, LAC, RAPS, ClassificationScore
 from .regression import CQR, AbsoluteResidual, NormalizedResidual, RegressionScore
 
@@ -15,4 +25,8 @@ __all__ = [
     "ConformityScoreWarning",
     "NormalizedResidual",
     "RegressionScore",
+    "public_score_threshold",
+    "score_threshold",
+    "threshold_in_score_units",
+    "to_unit_range",
 ]

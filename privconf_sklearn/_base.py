@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numbers
 import struct
-import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,6 +36,7 @@ from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_
 from ._random import check_noise_source, check_random_state
 from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from ._validation import validate_params as _validate_params
+from ._warnings import warn_at_caller
 from .mechanisms import QuantileMechanism
 from .mechanisms._base import Calibration
 from .mondrian import (
@@ -473,7 +473,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             alpha=alpha,
             n_samples=n,
         )
-        warn_trivial_groups(records, stacklevel=3)
+        warn_trivial_groups(records)
         private_sizes = isinstance(sizes, PrivateGroupSizes)
         n_read = len(final) if private_sizes else sum(c.privacy.epsilon != 0 for c in final)
         privacy = mondrian_privacy(
@@ -605,12 +605,11 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 result[rows] = part
         if unseen:
             shown = list(unseen)[:10]
-            warnings.warn(
+            warn_at_caller(
                 f"{sum(unseen.values())} test rows fall in groups without a calibrated "
                 f"threshold ({shown}{' ...' if len(unseen) > 10 else ''}): they get the "
                 "trivial set (every label / the widest interval).",
                 UnseenGroupWarning,
-                stacklevel=2,
             )
         return result
 

@@ -7,7 +7,6 @@ and re-check its guarantees. Mechanisms never see features, labels or models.
 
 from __future__ import annotations
 
-import warnings
 from abc import ABCMeta, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from sklearn.base import BaseEstimator
 
 from .._random import NoiseSource, check_noise_source
 from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
+from .._warnings import warn_at_caller
 from ..privacy import PrivacyGuarantee
 from ._statistics import ScoreArray, ScoreStatistics
 
@@ -406,13 +406,12 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             if calibration.feasible
             else InfeasibleCalibrationWarning
         )
-        warnings.warn(
+        warn_at_caller(
             f"{type(self).__name__}: "
             f"{calibration.reason or 'the released threshold is the top of the range.'} "
             "Prediction sets will be the whole label set / intervals the whole score "
             "range.",
             category,
-            stacklevel=3,
         )
 
     def min_informative_samples(self, alpha: float) -> int:

@@ -27,10 +27,11 @@ score.
 The model is "public": every process fits the same logistic regression on the same
 public training rows. Scores are LAC scores ``1 - p_y``, already in [0, 1].
 
-Run:  ``python examples/federated_protocol.py`` (options ``--sizes 400 600 800``,
+Run: ``python examples/federated_protocol.py`` (options ``--sizes 400 600 800``,
 ``--epsilon 2``, ``--n-bins auto``, ``--alpha 0.1``, ``--non-private``). The defaults
-are small so that the run takes a few seconds. The documentation shows this script without running it (it
-starts processes and a server); ``tests/test_federated_protocol.py`` runs it.
+are small so that the run takes a few seconds. The documentation shows this script
+without running it (it starts processes and a server);
+``tests/test_federated_protocol.py`` runs it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 import joblib
 import sklearn
@@ -51,7 +52,7 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
     of theirs (a joblib worker process), the warning points at the function that called
     this one.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 2  # 1 is this function; 2 is its caller, the frame of ``frame``
     while frame is not None and _is_internal(frame.f_code.co_filename):
         frame = frame.f_back

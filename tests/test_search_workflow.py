@@ -108,7 +108,7 @@ def _first_feature_sign(X):
 
 
 def test_informative_rate_scorer_on_intervals(data):
-    _, X, y = data
+    _, X, _ = data
     target = X[:, 1] + 0.1 * np.random.default_rng(1).normal(size=X.shape[0])
     model = LinearRegression().fit(X[:300], target[:300])
     marginal = PrivateConformalRegressor(

@@ -12,7 +12,8 @@ log axes. Public quantities only, no data.
     python benchmarks/figure_exponq_level.py --output DIR    # figure elsewhere
 
 Prints the levels at a few sizes and writes ``exponq_level.png`` to
-``benchmarks/figures/`` and ``docs/_static/`` (needs matplotlib). Takes a few seconds.
+``benchmarks/figures/`` (the documentation build draws its own; needs matplotlib).
+Takes a few seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from privconf_sklearn.mechanisms import ExponQ
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURE_DIRS = (ROOT / "benchmarks" / "figures", ROOT / "docs" / "_static")
+FIGURE_DIRS = (ROOT / "benchmarks" / "figures",)  # the docs build draws its own copy
 ALPHA = 0.1
 EPSILONS = (0.5, 1.0, 2.0)
 SIZES = np.unique(np.round(np.geomspace(100, 10**6, 81)).astype(int))

@@ -13,9 +13,9 @@ stated at ``(epsilon, 1e-5)``-DP, a weaker guarantee than pure epsilon-DP.
     python benchmarks/min_informative_sizes.py --output DIR    # figure elsewhere
 
 Prints a Markdown table and writes ``min_informative_sizes.png`` to
-``benchmarks/figures/`` and ``docs/_static/`` (needs matplotlib, the ``[plot]`` extra;
-without it only the table is printed). Takes a few seconds: every entry is a bisection
-over public certificates, no data.
+``benchmarks/figures/`` (the documentation build draws its own; needs matplotlib, the
+``[plot]`` extra; without it only the table is printed). Takes a few seconds: every
+entry is a bisection over public certificates, no data.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from privconf_sklearn.mechanisms import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURE_DIRS = (ROOT / "benchmarks" / "figures", ROOT / "docs" / "_static")
+FIGURE_DIRS = (ROOT / "benchmarks" / "figures",)  # the docs build draws its own copy
 EPSILONS = (0.5, 1.0, 2.0)
 ALPHAS = (0.05, 0.1)
 N_AGENTS = 10

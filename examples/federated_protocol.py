@@ -1,4 +1,8 @@
-"""Three agents and a server run one-shot federated calibration over a local socket.
+"""
+Federated protocol over a socket
+================================
+
+Three agents and a server run one-shot federated calibration over a local socket.
 
 Humbert et al. (2023): FedCP2-QQ by default, FedCP-QQ with ``--non-private``. Every
 agent is a separate process holding its own calibration rows; the server never sees a
@@ -23,9 +27,11 @@ score.
 The model is "public": every process fits the same logistic regression on the same
 public training rows. Scores are LAC scores ``1 - p_y``, already in [0, 1].
 
-Run:  python examples/federated_protocol.py [--sizes 400 600 800] [--epsilon 2]
-      [--n-bins auto] [--alpha 0.1] [--non-private]
-The defaults are small so that the run takes a few seconds.
+Run: ``python examples/federated_protocol.py`` (options ``--sizes 400 600 800``,
+``--epsilon 2``, ``--n-bins auto``, ``--alpha 0.1``, ``--non-private``). The defaults
+are small so that the run takes a few seconds. The documentation shows this script
+without running it (it starts processes and a server);
+``tests/test_federated_protocol.py`` runs it.
 """
 
 from __future__ import annotations
@@ -166,7 +172,7 @@ def run_server(sizes, alpha, epsilon, n_bins) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Federated protocol over a socket.")
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 600, 800])
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--epsilon", type=float, default=2.0)

@@ -24,7 +24,8 @@ what was reserved, then the fitted attributes are set all at once.
 from __future__ import annotations
 
 import numbers
-import warnings
+import sys
+import weakref
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
@@ -43,7 +44,9 @@ from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_
 from ._random import check_noise_source, check_random_state
 from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
 from ._validation import validate_params as _validate_params
+from ._warnings import warn_at_caller
 from .mechanisms import Calibration, QuantileMechanism, ScoreArray, agent_labels
+from .metrics import DefaultScoreWarning
 from .mondrian import (
     MondrianCalibration,
     PrivateGroupSizes,
@@ -79,6 +82,46 @@ def _estimator_has(attr: str):
         return hasattr(getattr(self, "estimator_", self.estimator), attr)
 
     return check
+
+
+#: The module of scikit-learn's default scorer (``_PassthroughScorer``, scikit-learn
+#: 1.6 to 1.9), which a search uses when ``scoring`` is None: it calls
+#: ``estimator.score``. No other scikit-learn code calls ``score`` through a scorer.
+_DEFAULT_SCORER_MODULE = "sklearn.metrics._scorer"
+#: Default scorers already warned about: a search makes one and calls it on every
+#: candidate and fold, so it warns once per search (per worker process with n_jobs).
+_WARNED_SCORERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def warn_if_default_scorer(estimator: BasePrivateConformal, model_score: str) -> None:
+    """Warn if scikit-learn's default scorer called ``estimator.score`` (``scoring=None``).
+
+    The estimators' ``score`` is the wrapped model's ``model_score`` (accuracy, R^2),
+    which ``alpha``, the mechanism and its budget do not change: a search ranking by it
+    sees ties and keeps the first candidate. A direct call (e.g. ``pcc.score(X, y)`` to
+    read the model's accuracy) does not warn, and a search warns once, not on every
+    candidate and fold. To be called from ``score`` itself: the frame two levels up is
+    the one that called ``score``.
+    """
+    caller = sys._getframe(2)  # 0: this function, 1: score, 2: the caller of score
+    if caller.f_globals.get("__name__") != _DEFAULT_SCORER_MODULE:
+        return
+    scorer = caller.f_locals.get("self")
+    if scorer is not None:
+        if scorer in _WARNED_SCORERS:
+            return
+        _WARNED_SCORERS.add(scorer)
+    name = type(estimator).__name__
+    warn_at_caller(
+        f"{name}.score is the wrapped model's {model_score}: alpha, the mechanism and its "
+        "privacy budget do not change it, so a search ranking by it (scoring=None) sees "
+        "ties and keeps the first candidate. Pass scoring= with the scorers of "
+        "privconf_sklearn.metrics (sets: set_coverage_scorer, neg_mean_set_size_scorer, "
+        "informative_rate_scorer; intervals: interval_coverage_scorer, "
+        "neg_mean_interval_width_scorer, informative_rate_scorer), or a scikit-learn "
+        "scoring name (e.g. 'accuracy', 'r2') to rank by the model on purpose.",
+        DefaultScoreWarning,
+    )
 
 
 class CallableValue(Constraint):
@@ -544,7 +587,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             alpha=alpha,
             n_samples=n,
         )
-        warn_trivial_groups(records, stacklevel=4)
+        warn_trivial_groups(records)
         privacy = mondrian_privacy(
             mechanism,
             sizes,
@@ -677,21 +720,19 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 result[rows] = part
         if unseen:
             shown = list(unseen)[:10]
-            warnings.warn(
+            warn_at_caller(
                 f"{sum(unseen.values())} test rows fall in groups without a calibrated "
                 f"threshold ({shown}{' ...' if len(unseen) > 10 else ''}): they get the "
                 "trivial set (every label / the widest interval).",
                 UnseenGroupWarning,
-                stacklevel=2,
             )
         elif n > 0 and self._every_output_trivial(result, X):
-            warnings.warn(
+            warn_at_caller(
                 f"Every one of the {n} prediction {self._output_name} is trivial "
                 f"({self._trivial_output}): the calibration released the top of the public "
                 f"range. {self.calibration_.reason or ''} See calibration_ and "
                 "mechanism.forecast(n, alpha) for why, and how many rows would help.",
                 UninformativePredictionWarning,
-                stacklevel=2,
             )
         return result
 

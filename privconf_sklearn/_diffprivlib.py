@@ -58,6 +58,8 @@ from typing import Any
 
 import numpy as np
 
+from ._warnings import warn_at_caller
+
 __all__ = [
     "DiffprivlibUnavailableError",
     "PrivacyLeakWarning",
@@ -227,6 +229,6 @@ def privacy_leak_warning() -> type[Warning]:
     return _LEAK_WARNING
 
 
-def warn_privacy_leak(message: str, stacklevel: int = 2) -> None:
-    """Warn with :func:`privacy_leak_warning`'s category."""
-    warnings.warn(message, privacy_leak_warning(), stacklevel=stacklevel + 1)
+def warn_privacy_leak(message: str) -> None:
+    """Warn with :func:`privacy_leak_warning`'s category, at the user's line."""
+    warn_at_caller(message, privacy_leak_warning())

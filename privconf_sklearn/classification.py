@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from sklearn.base import ClassifierMixin, is_regressor
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BasePrivateConformal, _estimator_has, common_constraints
+from ._base import (
+    BasePrivateConformal,
+    _estimator_has,
+    common_constraints,
+    warn_if_default_scorer,
+)
 from ._validation import encode_labels
+from ._warnings import warn_at_caller
 from .mondrian import MondrianCalibration
 from .scores import APS, LAC, RAPS, ConformityScoreWarning
 from .scores.classification import check_label_kinds
@@ -200,13 +204,12 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
     def _warn_about_score(self, score, estimator) -> None:
         """APS and RAPS on a binary task: the true label's cumulative mass is often 1."""
         if isinstance(score, APS | RAPS) and len(estimator.classes_) == 2:
-            warnings.warn(
+            warn_at_caller(
                 f"{type(score).__name__} scores on a binary task: the cumulative mass up to "
                 "the true label is 1 whenever the model ranks the other label first, so the "
                 "calibration threshold is often the top of the range (full sets); MAPIE "
                 "refuses these scores for binary targets. Use conformity_score='lac'.",
                 ConformityScoreWarning,
-                stacklevel=4,
             )
 
     def _mondrian_row_groups(self, mondrian, X, encoded, estimator, n_rows: int):
@@ -253,6 +256,32 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
             ``sets[i, j]`` is True iff ``classes_[j]`` is in the set of ``X[i]``.
         """
         return super().predict_set(X, batch_size=batch_size)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """The wrapped classifier's accuracy on ``(X, y)`` (scikit-learn's ``score``).
+
+        Not a conformal metric: ``alpha``, the mechanism and its budget do not change it.
+        When a search calls it as its default score (``scoring=None``) it warns
+        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by the
+        scorers of :mod:`privconf_sklearn.metrics` instead
+        (:doc:`/user_guide/model_selection`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test features.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        float
+            Mean accuracy of ``predict(X)``.
+        """
+        warn_if_default_scorer(self, "accuracy")
+        return super().score(X, y, sample_weight=sample_weight)
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X):

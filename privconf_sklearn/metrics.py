@@ -1,4 +1,10 @@
-"""Coverage and efficiency of prediction sets and intervals, and scorers for searches."""
+"""Coverage and efficiency of prediction sets and intervals, and scorers for searches.
+
+The scorers are what a scikit-learn search over a private conformal estimator should
+rank by (``GridSearchCV(..., scoring=...)``): the estimators' own ``score`` is the
+wrapped model's accuracy (or R^2), which ``alpha``, the mechanism and its budget do not
+change (see :class:`DefaultScoreWarning`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from ._validation import encode_labels
 from .scores.classification import check_label_kinds
 
 __all__ = [
+    "DefaultScoreWarning",
+    "informative_rate",
+    "informative_rate_scorer",
     "interval_coverage",
     "interval_coverage_scorer",
     "mean_interval_width",
@@ -20,6 +29,18 @@ __all__ = [
     "set_coverage_scorer",
     "singleton_rate",
 ]
+
+
+class DefaultScoreWarning(UserWarning):
+    """A search ranked a private conformal estimator by its default ``score``.
+
+    Issued when scikit-learn's default scorer (``scoring=None`` in ``GridSearchCV``,
+    ``cross_validate``, ...) calls the estimator's ``score``: that is the wrapped
+    model's accuracy (classifier) or R^2 (regressor), which ``alpha``, the mechanism and
+    its privacy budget do not change, so such a search sees ties and keeps the first
+    candidate. Pass ``scoring=`` with the scorers of this module, or ``scoring="accuracy"``
+    (``"r2"``) to rank by the model on purpose. A direct call of ``score`` does not warn.
+    """
 
 
 def _as_array(values, name: str) -> np.ndarray:
@@ -172,6 +193,26 @@ def singleton_rate(sets) -> float:
     return float((_check_sets(sets).sum(axis=1) == 1).mean())
 
 
+def informative_rate(sets) -> float:
+    """Fraction of sets that leave out at least one label.
+
+    A set with every label says nothing about its row. With a release at the top of the
+    range (``calibration_.informative`` False) every set is full and the rate is 0; an
+    informative release can still give full sets on hard rows.
+
+    Parameters
+    ----------
+    sets : ndarray of shape (n_samples, n_classes), dtype bool
+        Prediction sets; at least one row.
+
+    Returns
+    -------
+    float
+    """
+    sets = _check_sets(sets)
+    return float((sets.sum(axis=1) < sets.shape[1]).mean())
+
+
 def _check_intervals(intervals) -> np.ndarray:
     """Finite real intervals of shape ``(n_samples, 2)``, at least one row, as float64."""
     intervals = _as_array(intervals, "intervals")
@@ -242,3 +283,40 @@ def neg_mean_interval_width_scorer(estimator, X, y) -> float:
 def interval_coverage_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: empirical coverage of the prediction intervals."""
     return interval_coverage(y, estimator.predict_interval(X))
+
+
+def _informative_interval_rows(estimator, X) -> np.ndarray:
+    """Whether each row's interval comes from a threshold below the upper score bound.
+
+    From the regressor's public fitted attributes: ``threshold_at_upper_bound_``, or
+    with ``mondrian`` each row's group (``mondrian_(X)``) and that group's threshold
+    (``groups_``, ``group_thresholds_``); rows of a group without a threshold get the
+    widest interval.
+    """
+    mondrian = getattr(estimator, "mondrian_", None)
+    if mondrian is None:
+        n_rows = estimator.predict_interval(X).shape[0]
+        return np.full(n_rows, not estimator.threshold_at_upper_bound_)
+    high = estimator.score_bounds_[1]
+    thresholds = dict(
+        zip(estimator.groups_.tolist(), estimator.group_thresholds_.tolist(), strict=True)
+    )
+    groups = np.asarray(mondrian(X)).tolist()
+    return np.array([thresholds.get(group, high) < high for group in groups], dtype=bool)
+
+
+def informative_rate_scorer(estimator, X, y) -> float:
+    """Scorer for ``GridSearchCV``: fraction of test rows with an informative prediction.
+
+    A prediction is informative when it is not the trivial one a calibration at the top
+    of the range gives: a set that leaves out at least one label
+    (:func:`informative_rate` of ``predict_set(X)``), or an interval whose threshold is
+    below the upper score bound, i.e. narrower than the widest interval ``score_bounds``
+    allows (with ``mondrian``, the threshold of the row's group; rows of an uncalibrated
+    group are not informative). Averaged over the folds of a search, it shows how often a
+    configuration releases something useful: a fold whose release is trivial
+    (``calibration_.informative`` False) scores 0. ``y`` is not used.
+    """
+    if hasattr(estimator, "predict_interval"):
+        return float(_informative_interval_rows(estimator, X).mean())
+    return informative_rate(estimator.predict_set(X))

@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, clone
 
 from ._random import NoiseSource
 from ._validation import InstanceOf, Interval, NoneValue, validate_params
+from ._warnings import warn_at_caller
 from .mechanisms import (
     PCOQS,
     Calibration,
@@ -664,7 +665,7 @@ def group_records(
     return records, details
 
 
-def warn_trivial_groups(records, *, stacklevel: int = 2) -> None:
+def warn_trivial_groups(records) -> None:
     """One warning naming every group whose sets are trivial, and why."""
     trivial = [g for g in records if not g.calibration.informative]
     if not trivial:
@@ -676,9 +677,8 @@ def warn_trivial_groups(records, *, stacklevel: int = 2) -> None:
         for g in trivial[:10]
     )
     more = f"; and {len(trivial) - 10} more" if len(trivial) > 10 else ""
-    warnings.warn(
+    warn_at_caller(
         f"Mondrian calibration: {len(trivial)} of {len(records)} groups get the trivial "
         f"set (every label / the widest interval): {shown}{more}.",
         InfeasibleCalibrationWarning if infeasible else UninformativeCalibrationWarning,
-        stacklevel=stacklevel + 1,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,10 +20,11 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ._base import BasePrivateConformal, common_constraints
+from ._base import BasePrivateConformal, common_constraints, warn_if_default_scorer
 from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
 from ._groups import GroupIndex, group_ids_of_rows
 from ._validation import Constraint, NoneValue
+from ._warnings import warn_at_caller
 from .mechanisms import Calibration
 from .mondrian import MondrianCalibration
 from .scores.regression import CQR, AbsoluteResidual, check_predictions
@@ -443,8 +443,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
             warn_privacy_leak(
                 "score_bounds=None: the score range is taken from the calibration data "
                 "(its minimum and maximum score), which leaks them; the privacy "
-                "guarantee does not hold. Pass public score_bounds=(low, high).",
-                stacklevel=4,
+                "guarantee does not hold. Pass public score_bounds=(low, high)."
             )
             low, high = data_range()
             if low == high:  # one distinct score: the narrowest non-empty range
@@ -475,13 +474,12 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         n_below = int(np.count_nonzero(below)) if masks else int(below)
         n_above = int(np.count_nonzero(above)) if masks else int(above)
         if n_below or n_above:
-            warnings.warn(
+            warn_at_caller(
                 f"{n_below + n_above} of {n_samples} calibration scores lie outside "
                 f"score_bounds = ({low!r}, {high!r}) ({n_below} below, {n_above} above) "
                 "and were clipped. Clipping keeps the privacy guarantee; scores above the "
                 "upper bound are covered only if the threshold stays below it.",
                 ScoreBoundsWarning,
-                stacklevel=4,
             )
         return _ScoreRange(
             low,
@@ -548,14 +546,13 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
 
     def _warn_about_releases(self, releases: list[Calibration], bounds_record) -> None:
         if any(c.owner_diagnostics.get("threshold_above_every_score") for c in releases):
-            warnings.warn(
+            warn_at_caller(
                 "The released threshold exceeds every calibration score: the interval width "
                 "is set by the mechanism's grid over score_bounds = "
                 f"({bounds_record.low!r}, {bounds_record.high!r}) and its privacy margin, "
                 "not by the data. Narrower public score_bounds (or more calibration rows, "
                 "or a larger epsilon) give narrower intervals.",
                 ScoreBoundsWarning,
-                stacklevel=4,
             )
         for calibration in releases:
             n_above = calibration.owner_diagnostics["n_scores_above_bounds"]
@@ -566,13 +563,12 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                     if n_above
                     else ""
                 )
-                warnings.warn(
+                warn_at_caller(
                     f"The threshold is the upper score bound {bounds_record.high!r}: "
                     "intervals are as wide as score_bounds allow and miss every target whose "
                     "score exceeds it. The stated coverage assumes no score exceeds the upper "
                     f"bound{violated}.",
                     ScoreBoundsWarning,
-                    stacklevel=4,
                 )
                 return
 
@@ -662,6 +658,32 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         )
         thresholds = np.where(codes < 0, top, self.group_thresholds_[np.maximum(codes, 0)])
         return bool(np.all(thresholds >= top))
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """The wrapped regressor's R^2 on ``(X, y)`` (scikit-learn's ``score``).
+
+        Not a conformal metric: ``alpha``, the mechanism and its budget do not change it.
+        When a search calls it as its default score (``scoring=None``) it warns
+        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by the
+        scorers of :mod:`privconf_sklearn.metrics` instead
+        (:doc:`/user_guide/model_selection`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test features.
+        y : array-like of shape (n_samples,)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        float
+            R^2 of ``predict(X)``.
+        """
+        warn_if_default_scorer(self, "R^2")
+        return super().score(X, y, sample_weight=sample_weight)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "privconf_sklearn._diffprivlib",  # the one door to diffprivlib
             "privconf_sklearn._ledger",
             "privconf_sklearn._groups",
+            "privconf_sklearn._warnings",  # warnings at the user's line
         ),
     ),
     ("privacy primitives", ("privconf_sklearn.privacy",)),

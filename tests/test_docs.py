@@ -3,6 +3,9 @@
 - The Sphinx site builds with warnings as errors (the README's command, into a
   temporary directory), and its API reference documents every public name: each entry
   of the ``__all__`` of every public module of ``privconf_sklearn``.
+- The build runs every ``examples/plot_*.py`` script (sphinx-gallery; in its ``--quick``
+  mode here, through ``PRIVCONF_EXAMPLES_QUICK=1``), and each gallery page shows the
+  figure and the printed findings of that run: the gallery cannot go stale.
 - Every page outside the API reference and the examples gallery (the start page, the
   getting-started pages, the user guide, the MAPIE migration guide) is executed, block
   by block, in document order and in one namespace per page, inside a temporary
@@ -28,8 +31,8 @@
   code users copy (README and docs code, example scripts, docstring examples) imports
   nothing private.
 
-The example scripts themselves are run by ``tests/test_examples.py``; the README's
-Python snippets by ``tests/test_readme.py``.
+The README's Python snippets are run by ``tests/test_readme.py``; the example scripts'
+command lines by ``tests/test_examples.py``.
 """
 
 from __future__ import annotations
@@ -62,9 +65,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
+#: Generated while building, not written by anyone: the gallery pages (the example
+#: scripts, which the build itself runs) and the user guide's generated tables.
+GENERATED_DIRS = ("_build", "auto_examples", "_generated")
 #: Pages whose code is only rendered, never run: the API reference has no code blocks
-#: of its own and the gallery pages include the example scripts (run elsewhere).
-NOT_EXECUTED_DIRS = ("api", "examples", "_build", "_static")
+#: of its own; the generated pages are not pages of the guide.
+NOT_EXECUTED_DIRS = ("api", "_static", *GENERATED_DIRS)
 
 #: Code-block languages the runner knows; anything else fails the test.
 KNOWN_LANGUAGES = ("python", "bash", "text", "json")
@@ -278,8 +284,9 @@ def built_site(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
+        env={**os.environ, "PRIVCONF_EXAMPLES_QUICK": "1"},
     )
     return done, output
 
@@ -293,6 +300,31 @@ def test_docs_build_without_warnings(built_site):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WARNING" not in done.stderr, done.stderr
     assert (output / "index.html").is_file()
+
+
+EXAMPLE_SCRIPTS = sorted((ROOT / "examples").glob("*.py"))
+
+
+def test_gallery_has_the_examples():
+    assert sum(path.name.startswith("plot_") for path in EXAMPLE_SCRIPTS) >= 5
+
+
+@pytest.mark.parametrize("script", EXAMPLE_SCRIPTS, ids=lambda path: path.stem)
+def test_gallery_page_shows_the_run(built_site, script):
+    """Each plot_ script ran during the build: its page has the figure and the output."""
+    done, output = built_site
+    assert done.returncode == 0, done.stderr
+    page = (output / "auto_examples" / f"{script.stem}.html").read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", page)
+    assert f"python examples/{script.name}" in text  # the command, from the docstring
+    ran = "sphx-glr-script-out" in page
+    if script.name.startswith("plot_"):
+        figure = re.search(rf'src="[^"]*images/sphx_glr_{script.stem}_\d+\.png"', page)
+        assert figure and ran, f"{script.name}: no figure or no printed output on its page"
+        printed = re.search(r"sphx-glr-script-out.*?<pre>(.*?)</pre>", page, re.S)
+        assert re.search(r"\d\.\d\d", printed.group(1)), f"{script.name}: no numbers printed"
+    else:
+        assert not ran, f"{script.name} must not run during the build"
 
 
 def _public_names() -> list[tuple[str, str]]:
@@ -513,7 +545,7 @@ def _user_texts() -> Iterator[tuple[str, str]]:
         *sorted((ROOT / "examples").rglob("*.py")),
     ]
     for path in pages:
-        if "_build" in path.parts:
+        if any(part in GENERATED_DIRS for part in path.parts):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             yield f"{path.relative_to(ROOT)}:{number}", line
@@ -575,7 +607,7 @@ def _user_code() -> Iterator[tuple[str, str]]:
     for number, block in enumerate(re.findall(r"```python\n(.*?)```", readme, re.S), 1):
         yield f"README.md python block {number}", block
     for page in sorted(DOCS.rglob("*.rst")):
-        if "_build" in page.parts:
+        if any(part in GENERATED_DIRS for part in page.parts):
             continue
         for block in parse_blocks(page.read_text(encoding="utf-8"), page):
             if block.kind == "python":

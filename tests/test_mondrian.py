@@ -241,7 +241,7 @@ def _dpaps_distribution(scores, n):
     """
     if n == 0:
         return {1.0: 1.0}
-    values, log_p = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA).threshold_distribution(
+    values, log_p = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA, release="vector").threshold_distribution(
         np.asarray(scores, dtype=float), ALPHA_EXACT
     )
     return {float(v): float(np.exp(lp)) for v, lp in zip(values, log_p, strict=True)}
@@ -319,7 +319,7 @@ def test_exact_privacy_public_sizes(name):
         _public_release_distribution([GROUP_A, GROUP_B]),
         _public_release_distribution([group_a, group_b]),
     )
-    mechanism = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA)
+    mechanism = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA, release="vector")
     recorded = mondrian_privacy(mechanism, "public", adjacency).epsilon
     assert loss <= recorded * (1 + 1e-9)
 
@@ -333,7 +333,7 @@ def test_exact_privacy_private_sizes(name):
         _private_release_distribution([GROUP_A, GROUP_B], n_cap),
         _private_release_distribution([group_a, group_b], n_cap),
     )
-    mechanism = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA)
+    mechanism = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA, release="vector")
     sizes = PrivateGroupSizes(SIZE_EPSILON, beta=BETA)
     recorded = mondrian_privacy(mechanism, sizes, adjacency).epsilon
     assert loss <= recorded * (1 + 1e-9)
@@ -365,7 +365,7 @@ def test_estimator_release_follows_the_exact_distribution(private):
         sizes = PrivateGroupSizes(SIZE_EPSILON, beta=BETA, group_ids=[False, True])
     estimator = PrivateConformalRegressor(
         SecondColumn().fit(X, y),
-        mechanism=DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA),
+        mechanism=DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA, release="vector"),
         alpha=ALPHA_EXACT,
         score_bounds=(0.0, 1.0),
         mondrian=first_column_positive,

@@ -4,6 +4,9 @@
   subprocess, inside a temporary directory), with warnings shown: no block may rely on
   a name defined elsewhere (no undefined ``X_train``), and none may release trivial
   sets or intervals (an ``UninformativeCalibrationWarning``, or a subclass, fails it).
+- A percentage quoted in the prose right after a snippet (before the next code block or
+  heading) is one the snippet printed (as a fraction, rounded): the README's numbers
+  come from the run, and a change of the library that changes them fails here.
 - The quick start is exactly two commands after cloning, and the test command is the
   one ``.ci/run`` extracts.
 - Runtime dependencies take floors only (installing never downgrades a newer release),
@@ -67,6 +70,32 @@ def test_readme_snippet_runs_alone_and_is_informative(source, tmp_path):
     done = _run(source, tmp_path)
     assert done.returncode == 0, f"the snippet fails on its own:\n{source}\n{done.stderr}"
     assert MARKER not in done.stderr, f"the snippet releases trivial output:\n{done.stderr}"
+    unprinted = _percentages_not_printed(_prose_after(source), done.stdout)
+    assert not unprinted, (
+        f"the prose after the snippet quotes {unprinted}%, which the snippet does not print "
+        f"(as fractions):\n{done.stdout}"
+    )
+
+
+def _prose_after(source: str) -> str:
+    """The README's text after the code block ``source``, up to the next block or heading."""
+    after = README.split(source, 1)[1].split("```\n", 1)[1]
+    return re.split(r"^```|^#", after, maxsplit=1, flags=re.M)[0]
+
+
+def _percentages_not_printed(prose: str, printed: str) -> list[str]:
+    quoted = re.findall(r"(\d+(?:\.\d+)?)%", prose)
+    fractions = {round(100 * float(x), 6) for x in re.findall(r"\d*\.\d+", printed)}
+    rounded = {round(f) for f in fractions} | fractions
+    return [q for q in quoted if float(q) not in rounded]
+
+
+def test_quoted_percentages_must_be_printed():
+    assert _percentages_not_printed("covers 98% and 78%", "[0.98, 0.781]") == []
+    assert _percentages_not_printed("covers 98% and 77%", "[0.98, 0.781]") == ["77"]
+    assert "covers the majority class" in _prose_after(
+        next(block for block in PYTHON_BLOCKS if "for mondrian in" in block)
+    )
 
 
 def test_runner_flags_an_uninformative_release(tmp_path):

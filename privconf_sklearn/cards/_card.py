@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import Boolean, InstanceOf, Interval, Options, validate_params
+from .._warnings import warn_at_caller
 from ..base import BasePrivateConformal
 from ..mechanisms import Calibration, QuantileMechanism
 from ..metrics import (
@@ -810,11 +810,10 @@ class ContractCard(Record):
             "diagnostics": to_plain(self.diagnostics),
         }
         if include_owner_diagnostics and self.owner_diagnostics:
-            warnings.warn(
+            warn_at_caller(
                 "Writing owner diagnostics: computed from the data without noise, they are "
                 "NOT covered by the privacy guarantee. Do not publish this output.",
                 OwnerDiagnosticsWarning,
-                stacklevel=3,
             )
             data["owner_diagnostics"] = plain_value(self.owner_diagnostics)
         return data

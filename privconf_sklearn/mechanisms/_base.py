@@ -8,7 +8,6 @@ and re-check its guarantees. Mechanisms never see features, labels or models.
 from __future__ import annotations
 
 import numbers
-import warnings
 from abc import ABCMeta, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from sklearn.base import BaseEstimator
 
 from .._random import NoiseSource, check_noise_source
 from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
+from .._warnings import warn_at_caller
 from ..privacy import PrivacyGuarantee
 from ._statistics import ScoreArray, ScoreStatistics
 
@@ -468,13 +468,12 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             if calibration.feasible
             else InfeasibleCalibrationWarning
         )
-        warnings.warn(
+        warn_at_caller(
             f"{type(self).__name__}: "
             f"{calibration.reason or 'the released threshold is the top of the range.'} "
             "Prediction sets will be the whole label set / intervals the whole score "
             f"range. {self._trivial_causes(calibration)}",
             category,
-            stacklevel=3,
         )
 
     def _trivial_causes(self, calibration: Calibration) -> str:

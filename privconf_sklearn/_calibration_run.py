@@ -500,11 +500,7 @@ class CalibrationRun:
 
 
 def _check_n_samples(n_samples) -> int:
-    if (
-        isinstance(n_samples, bool)
-        or not isinstance(n_samples, numbers.Integral)
-        or n_samples < 1
-    ):
+    if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
         raise ValueError(
             f"n_samples must be a positive integer (the number of calibration rows); got "
             f"{n_samples!r}."

@@ -16,8 +16,7 @@ from ._base import (
 from ._validation import encode_labels
 from ._warnings import warn_at_caller
 from .mondrian import MondrianCalibration
-from .scores import APS, LAC, RAPS, ConformityScoreWarning
-from .scores.classification import check_label_kinds
+from .scores import APS, LAC, RAPS, ConformityScoreWarning, check_label_kinds
 
 __all__ = ["PrivateConformalClassifier"]
 

@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 
 from ._validation import encode_labels
-from .scores.classification import check_label_kinds
+from .scores import check_label_kinds
 
 __all__ = [
     "DefaultScoreWarning",

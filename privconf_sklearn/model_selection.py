@@ -11,31 +11,16 @@ statement is on the card, ``card_.selection.rule``).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from ._base import BasePrivateConformal
 from ._ledger import reserve, resolve_ledger
 from ._validation import InstanceOf, Options, validate_params
-from .cards import Contract, ContractCard
-from .cards._card import configuration_of, empirical_diagnostics, split_details
-from .cards._records import EMPIRICAL, SIZE, Candidate, Certificate, Diagnostics, Items
-from .cards._selection import (
-    best_attempted,
-    candidate_entry,
-    clauses_of,
-    compose,
-    composed_spend,
-    evaluation_priority,
-    formal_statuses,
-    selection_of,
-)
-from .cards._training import check_stated, training_privacy
+from .base import BasePrivateConformal, CalibrationScorer
+from .cards import Candidate, CertificateSelection, Contract
 
 __all__ = ["CertificateAwareSearch"]
 
@@ -53,25 +38,13 @@ def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
             "and be non-empty (checked before any calibration spends privacy)."
         )
     for estimator in estimators:
-        model, score = estimator.estimator, estimator._resolve_score()
+        score = estimator.start_calibration().score  # the finalist ledger: nothing checked
         try:
-            estimator._encode_targets(y_eval, model)
-            score.estimator_outputs(model, X_eval)
+            CalibrationScorer(estimator, score, estimator.estimator).encode_targets(y_eval)
+            score.estimator_outputs(estimator.estimator, X_eval)
         except (TypeError, ValueError) as exc:
             message = f"CertificateAwareSearch: X_eval, y_eval cannot be compared on: {exc}"
             raise type(exc)(message) from exc
-
-
-def _evaluated(fitted: dict, X_eval, y_eval) -> tuple[dict, dict, dict]:
-    """Every finalist's diagnostics, owner diagnostics and mean set size (or width)."""
-    diagnostics, owner, sizes = {}, {}, {}
-    for i, estimator in fitted.items():
-        public, owner[str(i)] = split_details(estimator.calibration_)
-        # X_eval is public or already released (documented), so these are public.
-        evaluation = {} if X_eval is None else empirical_diagnostics(estimator, X_eval, y_eval)
-        diagnostics[i] = Diagnostics(**evaluation, mechanism_details=public, candidate_index=i)
-        sizes[i] = evaluation.get("mean_width", evaluation.get("mean_set_size", np.inf))
-    return diagnostics, owner, sizes
 
 
 class _FinalistLedger:
@@ -179,9 +152,16 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.calibration_split = calibration_split
         self.random_state = random_state
 
-    def _check_params(self) -> None:
+    def _check_params(self) -> CertificateSelection:
+        """Validate the search's parameters (no data read); the selection's rules."""
         validate_params(self, self._parameter_constraints)
-        check_stated(self.epsilon_train, self.delta_train, type(self).__name__)
+        rules = CertificateSelection(
+            self.contract,
+            self.calibration_split,
+            self.epsilon_train,
+            self.delta_train,
+            owner=type(self).__name__,
+        )
         if not self.estimator.prefit:
             raise ValueError(
                 "CertificateAwareSearch: estimator must have prefit=True: the search "
@@ -202,24 +182,31 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "search charges the composed spend of its calibrations to the "
                     "estimator's one ledger."
                 )
-            validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
+            rules.check_sizes(name, grid["calibration_size"])
             if not grid["calibration_size"]:
                 raise ValueError(f"CertificateAwareSearch: {name} must not be empty.")
         if not self.param_grid:
             raise ValueError(
                 "CertificateAwareSearch: param_grid holds no configuration (an empty list)."
             )
+        return rules
 
-    def _candidate(self, index: int, params: dict) -> tuple[BasePrivateConformal, Candidate]:
-        """One grid configuration with its certificate, planned guarantee and Eq. (3)."""
+    def _candidate(
+        self, rules: CertificateSelection, index: int, params: dict
+    ) -> tuple[BasePrivateConformal, Candidate]:
+        """One grid configuration with its certificate, planned guarantee and Eq. (3).
+
+        The configured estimator calibrates, if it is a finalist, on a ledger that
+        records nothing: the search charges the composed spend of its finalists to the
+        user's ledger once (:meth:`_reserve_budget`).
+        """
         n_samples = int(params.pop("calibration_size"))
         # Clone grid values (a mechanism instance is mutated by mechanism__* params),
         # except a prefit model, which cloning would unfit.
         params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
-        estimator = clone(self.estimator).set_params(**params)
-        checked = estimator._validated("alpha", "adjacency", "mondrian")
-        mechanism, alpha = estimator._resolve_mechanism(), checked["alpha"]
-        if mechanism.requires_groups or checked["mondrian"] is not None:
+        estimator = clone(self.estimator).set_params(**params, accountant=_FinalistLedger())
+        run = estimator.start_calibration()  # parameters validated; the ledger checks nothing
+        if run.mechanism.requires_groups or run.params["mondrian"] is not None:
             raise ValueError(
                 "The search takes neither federated mechanisms nor Mondrian calibration: "
                 "their certificates depend on how the rows fall into agents or groups, "
@@ -227,49 +214,43 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 "configurations one by one (ContractCard.for_configuration(..., "
                 "agent_sizes=...), or the estimator's card_)."
             )
-        cert = mechanism.coverage_certificate(n_samples, alpha)
-        certificate = Certificate.of(cert.lower_bound, cert.confidence, cert.feasible, cert.reason)
-        training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
-        privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
-        score, model = estimator._resolve_score(), estimator.estimator
-        config = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
-        candidate = Candidate(index, config, training, privacy, certificate, True, "skipped", "")
-        failed = ", ".join(c.name for c in clauses_of(self.contract, candidate) if not c.satisfied)
-        status, note = ("infeasible", f"fails {failed}") if failed else ("skipped", "")
-        return estimator, replace(candidate, formally_feasible=not failed, status=status, note=note)
+        candidate = rules.candidate(
+            index,
+            estimator,
+            n_samples,
+            mechanism=run.mechanism,
+            score=run.score,
+            alpha=run.params["alpha"],
+            adjacency=run.params["adjacency"],
+        )
+        return estimator, candidate
 
-    def _screen(self) -> list[tuple[BasePrivateConformal, Candidate]]:
+    def _screen(self) -> tuple[CertificateSelection, list[tuple[BasePrivateConformal, Candidate]]]:
         """Every grid configuration with its formal status; reads no data."""
-        self._check_params()
+        rules = self._check_params()
         grid = enumerate(ParameterGrid(self.param_grid))
-        screened = [self._candidate(index, dict(params)) for index, params in grid]
-        statuses = formal_statuses([candidate for _, candidate in screened])
-        for position, (estimator, candidate) in enumerate(screened):
-            status = statuses[candidate.index]  # None: kept
-            if status is None:
-                candidate = replace(candidate, note="admissible, not calibrated")
-            elif status != "infeasible":
-                candidate = replace(candidate, status="dominated", note=status)
-            screened[position] = (estimator, candidate)
-        return screened
+        configured = [self._candidate(rules, index, dict(params)) for index, params in grid]
+        candidates = rules.screen([candidate for _, candidate in configured])
+        estimators = [estimator for estimator, _ in configured]
+        return rules, list(zip(estimators, candidates, strict=True))
 
     def screen(self) -> tuple[Candidate, ...]:
         """Formal screening only: every configuration's certificate and status.
 
         Reads no data, spends no privacy; kept configurations have status ``"skipped"``.
         """
-        return tuple(candidate for _, candidate in self._screen())
+        return tuple(candidate for _, candidate in self._screen()[1])
 
-    def _plan(self, kept: list[Candidate], n_rows: int, has_eval: bool):
+    def _plan(
+        self, rules: CertificateSelection, kept: list[Candidate], n_rows: int, has_eval: bool
+    ):
         """Which kept candidates to calibrate, on which rows (positions in a permutation)."""
         plan: list[tuple[Candidate, np.ndarray]] = []
         notes: dict[int, str] = {}
         shared, used = self.calibration_split == "shared", 0
-        for candidate in sorted(kept, key=evaluation_priority):
+        for candidate in rules.evaluation_order(kept):
             n = candidate.configuration.n_samples
-            spend = composed_spend(
-                [*(c.calibration for c, _ in plan), candidate.calibration], "shared"
-            )
+            spend = rules.shared_spend([*(c for c, _ in plan), candidate])
             over_budget = spend[0] > self.contract.max_epsilon_cal or spend[1] > self.contract.delta
             if n > (n_rows if shared else n_rows - used):
                 left = f"{n_rows} given" if shared else f"{n_rows - used} left"
@@ -284,19 +265,18 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                 notes[candidate.index] = "not calibrated: no evaluation data to compare it on"
         return plan, notes
 
-    def _reserve_budget(self, finalists: list[Candidate]) -> None:
+    def _reserve_budget(self, rules: CertificateSelection, finalists: list[Candidate]) -> None:
         """Charge the finalists' composed spend to the user's ledger, before any data is read.
 
         Finalists are formally feasible (their level is reachable at their size), so
         each release reads its rows and records its planned guarantee, which every
         finalist checks against its own reservation
-        (:meth:`~privconf_sklearn._base.BasePrivateConformal._reserve`): the charge is
-        exactly the composed spend of the releases. It is final, also if a calibration
-        fails (see :func:`~privconf_sklearn._ledger.reserve`).
+        (:meth:`~privconf_sklearn.base.CalibrationRun.reserve`): the charge is exactly the
+        composed spend of the releases. It is final, also if a calibration fails (see
+        :func:`~privconf_sklearn._ledger.reserve`).
         """
-        planned = [c.calibration.accountant_spend() for c in finalists]
         ledger = resolve_ledger(self.estimator.accountant)
-        reserve(ledger, *compose(planned, self.calibration_split))
+        reserve(ledger, *rules.reservation(finalists))
 
     def fit(self, X, y, *, X_eval=None, y_eval=None):
         """Screen formally, then calibrate and compare only the kept configurations.
@@ -316,14 +296,17 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         """
         if (X_eval is None) != (y_eval is None):
             raise ValueError("CertificateAwareSearch: X_eval and y_eval must be given together.")
-        screened = self._screen()
+        rules, screened = self._screen()
         candidates = [c for _, c in screened]
         kept = [c for c in candidates if c.status == "skipped"]
         if not kept:
-            return self._infeasible(candidates)
+            self.card_ = rules.infeasibility_card(candidates)
+            self.candidates_, self.best_index_ = tuple(candidates), None
+            self.best_estimator_ = None
+            return self
         X, y = indexable(X, y)
         n_rows = _num_samples(X)
-        plan, notes = self._plan(kept, n_rows, X_eval is not None)
+        plan, notes = self._plan(rules, kept, n_rows, X_eval is not None)
         if not plan:
             smallest = min(c.configuration.n_samples for c in kept)
             raise ValueError(
@@ -332,56 +315,11 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
             )
         if X_eval is not None:
             _check_evaluation_data([screened[c.index][0] for c, _ in plan], X_eval, y_eval)
-        self._reserve_budget([c for c, _ in plan])
+        self._reserve_budget(rules, [c for c, _ in plan])
         fitted = self._calibrate_finalists(screened, plan, X, y)
-        return self._choose(candidates, notes, fitted, X_eval, y_eval)
-
-    def _choose(self, candidates, notes: dict, fitted: dict, X_eval, y_eval):
-        """Compare the calibrated finalists; record the chosen one, its card and selection."""
-        diagnostics, owner, sizes = _evaluated(fitted, X_eval, y_eval)
-        chosen = min(fitted, key=sizes.__getitem__)  # ties: the first in priority order
-        # Evaluated configurations carry the guarantee their calibration actually has
-        # (e.g. marked as not holding when the regressor took score bounds from data).
-        recorded = [
-            replace(
-                c,
-                status="chosen" if c.index == chosen else "evaluated",
-                note="",
-                calibration=fitted[c.index].calibration_.privacy,
-            )
-            if c.index in fitted
-            else replace(c, note=notes.get(c.index, c.note))
-            for c in candidates
-        ]
-        selection = selection_of(self.contract, recorded, self.calibration_split)
-        card = ContractCard.from_estimator(
-            fitted[chosen],
-            self.contract,
-            epsilon_train=self.epsilon_train,
-            delta_train=self.delta_train,
-            selection=selection,
-        )
-        for name in EMPIRICAL:
-            setattr(card.diagnostics, name, getattr(diagnostics[chosen], name))
-        card.diagnostics.candidates = tuple(diagnostics.values())
-        if any(owner.values()):
-            card.owner_diagnostics["candidates"] = {k: v for k, v in owner.items() if v}
+        chosen, self.card_, selection = rules.choose(candidates, notes, fitted, X_eval, y_eval)
         self.candidates_, self.best_index_ = selection.candidates, chosen
-        self.best_estimator_, self.card_ = fitted[chosen], card
-        return self
-
-    def _infeasible(self, candidates: list[Candidate]) -> CertificateAwareSearch:
-        """No configuration is kept: the infeasibility card; nothing read or spent."""
-        best = best_attempted(self.contract, candidates)
-        self.card_ = ContractCard.build(
-            contract=self.contract,
-            configuration=best.configuration,
-            training_privacy=best.training,
-            calibration_privacy=best.calibration,
-            calibrations=[candidate_entry(best)],
-            selection=selection_of(self.contract, candidates, self.calibration_split),
-        )
-        self.candidates_, self.best_index_, self.best_estimator_ = tuple(candidates), None, None
+        self.best_estimator_ = fitted[chosen]
         return self
 
     def _calibrate_finalists(self, screened, plan, X, y) -> dict[int, BasePrivateConformal]:
@@ -390,7 +328,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         fitted: dict[int, BasePrivateConformal] = {}
         for candidate, positions in plan:
             i, rows = candidate.index, permutation[positions]
-            finalist = screened[i][0].set_params(accountant=_FinalistLedger())
+            finalist = screened[i][0]  # calibrates on a _FinalistLedger (see _candidate)
             fitted[i] = finalist.fit_calibrate(
                 _safe_indexing(X, rows), _safe_indexing(y, rows)
             ).set_params(accountant=self.estimator.accountant)

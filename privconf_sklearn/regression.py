@@ -27,7 +27,7 @@ from ._validation import Constraint, NoneValue
 from ._warnings import warn_at_caller
 from .mechanisms import Calibration
 from .mondrian import MondrianCalibration
-from .scores.regression import CQR, AbsoluteResidual, check_predictions
+from .scores import CQR, AbsoluteResidual, check_predictions
 
 __all__ = [
     "PrivacyLeakWarning",

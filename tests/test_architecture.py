@@ -6,11 +6,18 @@ inside functions and under ``if TYPE_CHECKING:``. The layers, lowest first, are 
 in :data:`LAYERS` and drawn in the developer documentation
 (``docs/developer/architecture.rst``); a module may import modules of its own layer or
 of layers below, never above, and the import graph between modules has no cycle.
+
+Seams are public: a module imports from another subpackage (or, at the top level, from
+a module of another layer) only names listed in the ``__all__`` of a public module (no
+leading underscore in its path), that is, the documented API; the package's foundations
+(``_validation``, ``_random``, ...) are the shared toolkit of every layer.
+:data:`PRIVATE_IMPORTS_ALLOWED` lists the temporary exceptions.
 """
 
 from __future__ import annotations
 
 import ast
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -73,6 +80,15 @@ FORBIDDEN = [
     ("privconf_sklearn.metrics", "privconf_sklearn._base"),
 ]
 
+#: Temporary exceptions to the public-seams rule, as module-name patterns (a pattern
+#: also covers the modules below it); an import is allowed if its importer or its
+#: target matches. TEMPORARY: ``federated/`` still reaches into ``mechanisms/_fedcp_*``
+#: and ``mechanisms._base``, while FedCP moves into a subpackage of ``mechanisms`` with
+#: a public ``__init__`` (another branch). The FedCP modules themselves import only
+#: their own subpackage and the foundations, so they need no entry. Empty this after
+#: merging that branch: ``test_every_allowed_private_import_is_still_needed`` fails as
+#: soon as an entry allows nothing.
+PRIVATE_IMPORTS_ALLOWED: tuple[str, ...] = ("privconf_sklearn.federated",)
 
 # ------------------------------------------------------------------ the graph
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -177,6 +193,83 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return components
 
 
+def _subpackage(module: str, modules: dict[str, Path]) -> str | None:
+    """``privconf_sklearn.<sub>`` when that is a package holding ``module``, else None."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    name = ".".join(parts[:2])
+    return name if modules.get(name, Path()).name == "__init__.py" else None
+
+
+def seam_unit(module: str, modules: dict[str, Path], layers=LAYERS) -> str:
+    """What a private module is private to: its subpackage, or at the top level its layer."""
+    subpackage = _subpackage(module, modules)
+    if subpackage is not None:
+        return subpackage
+    layer = layer_of(module, layers)
+    return module if layer is None else f"the {layers[layer][0]} layer"
+
+
+def is_private(module: str) -> bool:
+    """Whether a component of the path below the package starts with ``_`` (not dunder)."""
+    return any(
+        part.startswith("_") and not part.endswith("__") for part in module.split(".")[1:]
+    )
+
+
+def _public_names(path: Path) -> set[str]:
+    """The string entries of the module's ``__all__`` (empty if it has none)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return {item.value for item in ast.walk(node.value) if isinstance(item, ast.Constant)}
+    return set()
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]):
+    """``(target module, imported name or None)`` for every import statement of ``path``."""
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                yield (submodule, None) if submodule in modules else (target, alias.name)
+
+
+def _matches(module: str, patterns) -> bool:
+    return any(fnmatchcase(module, p) or fnmatchcase(module, p + ".*") for p in patterns)
+
+
+def private_imports(package: Path = PACKAGE, layers=LAYERS, allowed=()) -> list[str]:
+    """Imports of a private module, or of a name outside ``__all__``, across a seam.
+
+    A seam lies between two subpackages, or between a subpackage or top-level module
+    and a top-level module of another layer; imports of the foundations (the first
+    layer) cross none. An import is ``allowed`` if its importer or target matches.
+    """
+    modules = package_modules(package)
+    found = []
+    for name, path in sorted(modules.items()):
+        for target, imported in _imported(name, path, modules):
+            if target not in modules or layer_of(target, layers) == 0:
+                continue
+            if seam_unit(target, modules, layers) == seam_unit(name, modules, layers):
+                continue
+            if _matches(name, allowed) or _matches(target, allowed):
+                continue
+            if is_private(target) or (
+                imported is not None and imported not in _public_names(modules[target])
+            ):
+                found.append(f"{name} imports {target}{'.' + imported if imported else ''}")
+    return found
+
+
 # ------------------------------------------------------------------ the tests
 GRAPH = import_graph()
 
@@ -213,6 +306,70 @@ def test_named_rules(importer, imported):
         if target == imported or target.startswith(imported + ".")
     ]
     assert not offending, offending
+
+
+def test_seams_import_only_public_names_of_other_subpackages_and_layers():
+    found = private_imports(allowed=PRIVATE_IMPORTS_ALLOWED)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("entry", PRIVATE_IMPORTS_ALLOWED)
+def test_every_allowed_private_import_is_still_needed(entry):
+    without = tuple(other for other in PRIVATE_IMPORTS_ALLOWED if other != entry)
+    assert private_imports(allowed=without), f"remove {entry!r} from PRIVATE_IMPORTS_ALLOWED"
+
+
+def test_seam_checker_catches_private_modules_and_names_across_seams(tmp_path):
+    """Planted: private modules, names outside ``__all__``; the allowed seams pass."""
+    package = tmp_path / "privconf_sklearn"
+    for sub in ("mechanisms", "mechanisms/fedcp", "federated", "cards"):
+        (package / sub).mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_validation.py").write_text("")
+    (package / "_base.py").write_text("from .mechanisms._base import Calibration\n")
+    (package / "classification.py").write_text("from ._base import Base, _hook\n")
+    (package / "base.py").write_text("from ._base import Base\n__all__ = ['Base']\n")
+    (package / "mechanisms" / "__init__.py").write_text("__all__ = ['ExponQ']\n")
+    (package / "mechanisms" / "_base.py").write_text("from .._validation import check\n")
+    (package / "mechanisms" / "fedcp" / "__init__.py").write_text(
+        "from .._base import Calibration\nfrom ._plan import make_plan, _cache\n"
+        "__all__ = ['make_plan']\n"
+    )
+    (package / "mechanisms" / "fedcp" / "_plan.py").write_text("")
+    (package / "federated" / "__init__.py").write_text(
+        "from ..mechanisms.fedcp import make_plan\nfrom .._validation import check\n"
+    )
+    (package / "federated" / "_wire.py").write_text(
+        "from ..mechanisms.fedcp._plan import make_plan\n"
+        "def f():\n    from ..mechanisms.fedcp import _cache\n"
+    )
+    (package / "cards" / "__init__.py").write_text(
+        "from ..base import Base\nfrom .._base import register\nfrom ..mechanisms import ExponQ\n"
+        "from ..mechanisms import LogGrid\n"
+    )
+    layers = [
+        ("foundations", ("privconf_sklearn._validation",)),
+        ("mechanisms", ("privconf_sklearn.mechanisms",)),
+        ("estimators", ("privconf_sklearn._base", "privconf_sklearn.base",
+                        "privconf_sklearn.classification")),  # fmt: skip
+        ("cards", ("privconf_sklearn.cards",)),
+        ("applications", ("privconf_sklearn", "privconf_sklearn.federated")),
+    ]
+    expected = [
+        "privconf_sklearn._base imports privconf_sklearn.mechanisms._base.Calibration",
+        "privconf_sklearn.cards imports privconf_sklearn._base.register",
+        "privconf_sklearn.cards imports privconf_sklearn.mechanisms.LogGrid",
+        "privconf_sklearn.federated._wire imports privconf_sklearn.mechanisms.fedcp._plan"
+        ".make_plan",
+        "privconf_sklearn.federated._wire imports privconf_sklearn.mechanisms.fedcp._cache",
+    ]
+    assert private_imports(package, layers) == expected
+    assert private_imports(package, layers, allowed=("privconf_sklearn.federated",)) == (
+        expected[:3]
+    )
+    assert private_imports(package, layers, allowed=("privconf_sklearn.mechanisms._*",)) == (
+        expected[1:]
+    )
 
 
 def test_checker_catches_a_function_level_cycle_and_an_upward_import(tmp_path):

@@ -34,6 +34,7 @@ from ._records import (
     Signature,
     TrainingPrivacy,
 )
+from ._search import CertificateSelection
 from ._verify import MECHANISMS, Verification, verify_card
 
 register_card_builder(ContractCard.from_estimator)
@@ -47,6 +48,7 @@ __all__ = [
     "Candidate",
     "CardFormatError",
     "Certificate",
+    "CertificateSelection",
     "Clause",
     "ComponentSpec",
     "Configuration",

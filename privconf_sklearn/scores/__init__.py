@@ -11,8 +11,14 @@ from ._unit_range import (
     threshold_in_score_units,
     to_unit_range,
 )
-from .classification import APS, LAC, RAPS, ClassificationScore
-from .regression import CQR, AbsoluteResidual, NormalizedResidual, RegressionScore
+from .classification import APS, LAC, RAPS, ClassificationScore, check_label_kinds
+from .regression import (
+    CQR,
+    AbsoluteResidual,
+    NormalizedResidual,
+    RegressionScore,
+    check_predictions,
+)
 
 __all__ = [
     "APS",
@@ -25,6 +31,8 @@ __all__ = [
     "ConformityScoreWarning",
     "NormalizedResidual",
     "RegressionScore",
+    "check_label_kinds",
+    "check_predictions",
     "public_score_threshold",
     "score_threshold",
     "threshold_in_score_units",

@@ -230,15 +230,10 @@ def _compose(parts: list[PrivacyGuarantee], adjacency: str, *, gaussian: bool, d
     if any(part.notion == "none" for part in parts):
         return PrivacyGuarantee.no_privacy(description).under(adjacency)
     holds = all(part.holds for part in parts)
-    if not holds or any(math.isinf(part.epsilon) for part in parts):
-        epsilon = math.inf
-    else:
-        epsilon = math.fsum(part.epsilon for part in parts)
+    epsilon = _summed_epsilon(parts, holds)
     if all(part.notion == "pure" for part in parts):
         return PrivacyGuarantee("pure", epsilon, 0.0, None, adjacency, holds, description)
-    rho = math.fsum(
-        float(part.rho or 0.0) if part.notion == "zcdp" else part.epsilon**2 / 2.0 for part in parts
-    )
+    rho = _summed_rho(parts)
     delta = max(part.delta for part in parts if part.notion == "zcdp")
     if math.isfinite(epsilon):
         all_gaussian = gaussian and all(part.notion == "zcdp" for part in parts)
@@ -248,6 +243,20 @@ def _compose(parts: list[PrivacyGuarantee], adjacency: str, *, gaussian: bool, d
             else zcdp_epsilon(rho, delta)
         )
     return PrivacyGuarantee("zcdp", epsilon, delta, rho, adjacency, holds, description)
+
+
+def _summed_epsilon(parts: list[PrivacyGuarantee], holds: bool) -> float:
+    """The parts' epsilons added up; ``inf`` if one is infinite or does not hold."""
+    if not holds or any(math.isinf(part.epsilon) for part in parts):
+        return math.inf
+    return math.fsum(part.epsilon for part in parts)
+
+
+def _summed_rho(parts: list[PrivacyGuarantee]) -> float:
+    """The parts' zCDP rhos added up, a pure epsilon-DP part counting ``epsilon^2 / 2``."""
+    return math.fsum(
+        float(part.rho or 0.0) if part.notion == "zcdp" else part.epsilon**2 / 2.0 for part in parts
+    )
 
 
 def _weaker(a: PrivacyGuarantee, b: PrivacyGuarantee) -> PrivacyGuarantee:

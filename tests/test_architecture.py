@@ -350,8 +350,10 @@ def test_seam_checker_catches_private_modules_and_names_across_seams(tmp_path):
     layers = [
         ("foundations", ("privconf_sklearn._validation",)),
         ("mechanisms", ("privconf_sklearn.mechanisms",)),
-        ("estimators", ("privconf_sklearn._base", "privconf_sklearn.base",
-                        "privconf_sklearn.classification")),  # fmt: skip
+        (
+            "estimators",
+            ("privconf_sklearn._base", "privconf_sklearn.base", "privconf_sklearn.classification"),
+        ),
         ("cards", ("privconf_sklearn.cards",)),
         ("applications", ("privconf_sklearn", "privconf_sklearn.federated")),
     ]

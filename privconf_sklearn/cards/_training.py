@@ -77,17 +77,27 @@ def training_privacy(estimator, epsilon_train=None, delta_train=None) -> Trainin
         reason = f"not known to be private ({others} is not a diffprivlib model)"
         delta = 0.0 if delta is None else delta
         return TrainingPrivacy(math.inf, delta, f"{reason}; pass epsilon_train= to state it")
-    reported = math.fsum(float(c.epsilon) for c in private)
-    deltas = [getattr(c, "delta", 0.0) for c in private]
-    reported_delta = math.fsum(float(d) for d in deltas if isinstance(d, numbers.Real))
-    names = " + ".join(f"{type(c).__name__}.epsilon" for c in private)
+    reported, reported_delta = _reported_budget(private)
     delta = reported_delta if delta is None else delta
     if epsilon is None:
+        names = " + ".join(f"{type(c).__name__}.epsilon" for c in private)
         return TrainingPrivacy(reported, delta, f"diffprivlib: {names}{CONDITION}")
+    _check_not_under_stated(epsilon, delta, reported, reported_delta)
+    note = f" (diffprivlib steps report {reported:g})" if private else ""
+    return TrainingPrivacy(epsilon, delta, f"stated by the user{note}")
+
+
+def _reported_budget(private: list) -> tuple[float, float]:
+    """The diffprivlib steps' ``epsilon`` and ``delta``, each summed (sequential composition)."""
+    reported = math.fsum(float(c.epsilon) for c in private)
+    deltas = [getattr(c, "delta", 0.0) for c in private]
+    return reported, math.fsum(float(d) for d in deltas if isinstance(d, numbers.Real))
+
+
+def _check_not_under_stated(epsilon: float, delta: float, reported: float, reported_delta: float):
+    """Refuse a stated training budget below what the diffprivlib steps report."""
     for name, value, floor in (("epsilon", epsilon, reported), ("delta", delta, reported_delta)):
         if value < floor:
             raise ValueError(
                 f"{name}_train={value!r} under-states the {floor:g} the diffprivlib steps report."
             )
-    note = f" (diffprivlib steps report {reported:g})" if private else ""
-    return TrainingPrivacy(epsilon, delta, f"stated by the user{note}")

@@ -328,9 +328,14 @@ class CalibrationRun:
             for a federated one, not adding up to ``n_samples``, or not ``n_agents`` of
             them).
         RuntimeError
-            If the ledger cannot cover the spend (its own error), or if this run has
-            reserved already.
+            If the ledger cannot cover the spend (its own error), if this run has
+            reserved already, or for Mondrian calibration (one release per group: in
+            memory only, through ``fit_calibrate``).
         """
+        self._require(
+            self.params["mondrian"] is None,
+            "a Mondrian calibration reserves and releases per group, in memory (fit_calibrate)",
+        )
         self._require(self._model is not None, "reserve comes after use_model")
         self._require(self._reserved is None, "a run reserves once")
         n_samples = _check_n_samples(n_samples)
@@ -449,10 +454,6 @@ class CalibrationRun:
         ValueError
             If ``statistics`` does not hold the reserved number of scores.
         """
-        self._require(
-            self.params["mondrian"] is None,
-            "a Mondrian calibration releases per group, in memory (fit_calibrate)",
-        )
         self._start_release()
         if statistics.n_samples != self._n_samples:
             raise ValueError(

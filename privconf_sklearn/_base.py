@@ -70,7 +70,18 @@ _CARD_BUILDER: Callable[[BasePrivateConformal], Any] | None = None
 
 
 def register_card_builder(builder: Callable[[BasePrivateConformal], Any]) -> None:
-    """Install the function behind :attr:`BasePrivateConformal.card_` (called by ``cards``)."""
+    """Install the function behind :attr:`BasePrivateConformal.card_`.
+
+    :mod:`privconf_sklearn.cards` registers
+    :meth:`ContractCard.from_estimator <privconf_sklearn.cards.ContractCard.from_estimator>`
+    when it is imported (``import privconf_sklearn`` always imports it), so that the
+    estimators, a layer below the cards, never import them.
+
+    Parameters
+    ----------
+    builder : callable
+        ``builder(estimator)`` returns the card of a fitted estimator.
+    """
     global _CARD_BUILDER
     _CARD_BUILDER = builder
 
@@ -563,7 +574,16 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         mapped: MappedScores,
         bounds_record,
     ) -> BasePrivateConformal:
-        """One release per Mondrian group, their records, composed guarantee and attributes."""
+        """One release per Mondrian group, their records, composed guarantee and attributes.
+
+        Step 5 of :meth:`_calibrate` for Mondrian calibration, after the composed
+        guarantee was reserved: each group's release on its own rows (or on a fixed
+        number of them, with private sizes: :func:`~privconf_sklearn.mondrian.calibrate_groups`),
+        each completed with the estimator's records for its rows; the warning about
+        trivial groups; the composed guarantee of the releases actually made (marked as
+        broken if the score range came from the data), which :meth:`_set_fitted` checks
+        against the reservation before setting any attribute.
+        """
         run._start_release()
         params, mechanism = run.params, run.mechanism
         alpha, sizes = params["alpha"], params["group_sizes"]

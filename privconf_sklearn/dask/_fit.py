@@ -97,17 +97,21 @@ def fit_calibrate(estimator, X, y, groups=None):
 
     Notes
     -----
-    Parameters, mechanism and budget are checked first; then every target is validated
-    (one pass over ``y``) and, as in memory, the exact spend of the release is reserved
-    on the ledger from public quantities (the number of rows, and the agent sizes from
-    one pass over the agent ids) before any score is computed; every row is validated
-    (one pass that also counts the clipped scores) before the mechanism asks anything;
-    attributes are set only once the release is complete, so an error leaves the
-    estimator as it was (an error in the scores, after the reservation, leaves the spend
-    on the ledger). Each statistic recomputes the scores from ``X`` (nothing is
-    persisted): ExponQ and DP-APS read the data twice, P-COQS and SplitConformal a few
-    times more, the federated mechanisms once more per agent (and twice for the agent
-    ids).
+    The steps are those of the in-memory ``fit_calibrate``, the public steps of
+    :class:`~privconf_sklearn.base.CalibrationRun`: parameters, mechanism and budget
+    are checked first (``start_calibration``), then the model against the score
+    (``use_model``); every target is validated (one pass over ``y``) and the exact spend
+    of the release is reserved on the ledger from public quantities (``reserve``: the
+    number of rows, and the agent sizes from one pass over the agent ids) before any
+    score is computed; the public score range is fixed (``fix_score_range``); every row
+    is validated (one pass that also counts the clipped scores) before the mechanism
+    asks anything; attributes are set only once the release is complete (``release``),
+    so an error leaves the estimator as it was (an error in the scores, after the
+    reservation, leaves the spend on the ledger). The workers compute the scores with
+    the run's :class:`~privconf_sklearn.base.CalibrationScorer`. Each statistic
+    recomputes the scores from ``X`` (nothing is persisted): ExponQ and DP-APS read the
+    data twice, P-COQS and SplitConformal a few times more, the federated mechanisms
+    once more per agent (and twice for the agent ids).
     """
     if not isinstance(estimator, BasePrivateConformal):
         raise TypeError(

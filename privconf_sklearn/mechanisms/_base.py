@@ -297,7 +297,29 @@ def _idealised_scores(n: int, spread: float) -> np.ndarray:
 def infeasible_calibration(
     mechanism: str, n_samples: int, alpha: float, reason: str, **details
 ) -> Calibration:
-    """The trivial release: threshold 1, full coverage, no data touched."""
+    """The trivial release: threshold 1, full coverage, no data touched.
+
+    What a mechanism returns for a request its coverage certificate says is infeasible
+    (:meth:`QuantileMechanism.coverage_certificate`), decided from public quantities:
+    it reads no score and carries a zero privacy loss.
+
+    Parameters
+    ----------
+    mechanism : str
+        The mechanism's name.
+    n_samples : int
+        Number of calibration scores (public).
+    alpha : float
+        Miscoverage level.
+    reason : str
+        Why the request is infeasible (public quantities only).
+    **details
+        Public details of the release.
+
+    Returns
+    -------
+    Calibration
+    """
     return Calibration(
         mechanism=mechanism,
         threshold=1.0,

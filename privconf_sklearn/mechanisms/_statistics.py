@@ -180,7 +180,23 @@ class ScoreStatistics(metaclass=ABCMeta):
 
 # ------------------------------------------------------------------ agents
 def edge_counts(scores: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """``#{i : e_{j-1} < s_i <= e_j}`` for each edge (``e_0 = -inf``), scores in [0, 1]."""
+    """Counts of scores in the bins of a public grid: ``#{i : e_{j-1} < s_i <= e_j}``.
+
+    The binning of :meth:`ScoreStatistics.edge_counts` (``e_0 = -inf``): each score
+    counts at the first edge at or above it, the comparison ``score <= e_j`` of
+    prediction time. Counts of blocks of scores add up to the counts of all of them.
+
+    Parameters
+    ----------
+    scores : ndarray of float64 of shape (n_scores,)
+        Scores in [0, 1].
+    edges : ndarray of float64 of shape (m,)
+        A strictly increasing grid with top edge 1.
+
+    Returns
+    -------
+    ndarray of shape (m,), dtype int64
+    """
     index = np.searchsorted(edges, scores, side="left")
     return np.bincount(index, minlength=edges.shape[0])[: edges.shape[0]].astype(np.int64)
 

@@ -35,6 +35,18 @@ def to_unit_range(scores, low: float, high: float):
     :func:`threshold_in_score_units`, for the threshold: it is non-decreasing in ``s``
     in floating point (a rounded subtraction, then a rounded division by a positive
     constant), so ``{s : to_unit_range(s) <= t}`` is a half-line.
+
+    Parameters
+    ----------
+    scores : float or ndarray
+        Scores in ``[low, high]``.
+    low, high : float
+        The public range, ``low < high``.
+
+    Returns
+    -------
+    float or ndarray
+        The images in [0, 1].
     """
     return (scores - low) / (high - low)
 
@@ -115,10 +127,25 @@ def score_threshold(
 ) -> float:
     """:func:`threshold_in_score_units`, reading the scores only through ``largest_covered``.
 
-    ``largest_covered(t)`` is the largest clipped calibration score whose image is at
-    most ``t`` (None if there is none); it is asked only for a non-private release, and
-    not for the identity map ``low = 0``, ``high = 1``, where ``T = t`` (each score is
-    its own image, so both bullets of :func:`threshold_in_score_units` give ``t``).
+    For scores that are not in one place (computed block by block): ``T`` needs at most
+    one question about them.
+
+    Parameters
+    ----------
+    calibration : Calibration
+        The mechanism's release.
+    largest_covered : callable
+        ``largest_covered(t)``: the largest clipped calibration score whose image is at
+        most ``t`` (None if there is none). Asked only for a non-private release, and
+        not for the identity map ``low = 0``, ``high = 1``, where ``T = t`` (each score
+        is its own image, so both bullets of :func:`threshold_in_score_units` give
+        ``t``).
+    low, high : float
+        Public score range.
+
+    Returns
+    -------
+    float
     """
     t = calibration.threshold
     if calibration.privacy.notion == "none" and not (low == 0.0 and high == 1.0):
@@ -134,6 +161,17 @@ def public_score_threshold(t: float, low: float, high: float) -> float:
     The threshold in score units of a private release: a function of ``t`` and the
     public bounds only (first bullet of :func:`threshold_in_score_units`), which the
     card verifier recomputes.
+
+    Parameters
+    ----------
+    t : float
+        Released threshold in [0, 1].
+    low, high : float
+        Public score range.
+
+    Returns
+    -------
+    float
     """
     if low == 0.0 and high == 1.0:
         return float(t)

@@ -107,7 +107,7 @@ def test_infeasible_calibration_spends_nothing(data, model):
     pcc = PrivateConformalClassifier(
         model, mechanism=ExponQ(epsilon=0.01), accountant=ledger, random_state=0
     )
-    with pytest.warns(UserWarning, match="q~"):
+    with pytest.warns(UserWarning, match="needed"):
         pcc.fit_calibrate(X_cal[:50], y_cal[:50])
     assert not pcc.calibration_.feasible
     assert pcc.calibration_.privacy.epsilon == 0.0

@@ -63,11 +63,15 @@ def test_paper_level_below_one_half_solves_lemma_1():
 
 def test_tight_level_at_the_issue_settings():
     """n = 2400 and n = 171 at epsilon = 1, alpha = 0.1 (issue 12's expected values)."""
-    assert ExponQ(1.0, scaling="tight").resolve_parameters(2400, 0.1).level == pytest.approx(0.9079, abs=5e-4)
+    assert ExponQ(1.0, scaling="tight").resolve_parameters(2400, 0.1).level == pytest.approx(
+        0.9079, abs=5e-4
+    )
     assert ExponQ(1.0, scaling="paper").resolve_parameters(2400, 0.1).level == pytest.approx(
         0.9136, abs=5e-4
     )
-    assert ExponQ(1.0, scaling="tight").resolve_parameters(171, 0.1).level == pytest.approx(0.973, abs=1e-3)
+    assert ExponQ(1.0, scaling="tight").resolve_parameters(171, 0.1).level == pytest.approx(
+        0.973, abs=1e-3
+    )
     assert ExponQ(1.0, scaling="paper").resolve_parameters(171, 0.1).level > 0.999
 
 

@@ -241,9 +241,9 @@ def _dpaps_distribution(scores, n):
     """
     if n == 0:
         return {1.0: 1.0}
-    values, log_p = DPAPS(epsilon=EPSILON, n_bins=B, beta=BETA, release="vector").threshold_distribution(
-        np.asarray(scores, dtype=float), ALPHA_EXACT
-    )
+    values, log_p = DPAPS(
+        epsilon=EPSILON, n_bins=B, beta=BETA, release="vector"
+    ).threshold_distribution(np.asarray(scores, dtype=float), ALPHA_EXACT)
     return {float(v): float(np.exp(lp)) for v, lp in zip(values, log_p, strict=True)}
 
 

@@ -8,7 +8,6 @@ and re-check its guarantees. Mechanisms never see features, labels or models.
 from __future__ import annotations
 
 import numbers
-import warnings
 from abc import ABCMeta, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -482,6 +481,13 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         n, alpha = calibration.n_samples, calibration.alpha
         if not calibration.feasible:
             return ""
+        if not hasattr(self, "threshold_distribution") or n > self._exact_forecast_limit:
+            return (
+                "Possible causes: (1) too few rows for this budget (mechanism.forecast(n, "
+                "alpha) says how likely an informative release is at this size); (2) the "
+                "model's own scores sit at the top of the range (check with SplitConformal() "
+                "on non-sensitive data)."
+            )
         try:
             filled = self.forecast(n, alpha, spread=1.0)
             half = self.forecast(n, alpha, spread=0.5)
@@ -574,7 +580,8 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             values, log_probabilities = self._forecast_distribution(scores, alpha)
             probabilities = np.exp(log_probabilities)
         else:
-            values, probabilities = _monte_carlo(self, scores, alpha)
+            values, log_probabilities = monte_carlo_distribution(self, scores, alpha)
+            probabilities = np.exp(log_probabilities)
         covered = np.searchsorted(scores, values, side="right")
         ranks, inverse = np.unique(covered, return_inverse=True)
         return Forecast(
@@ -698,16 +705,18 @@ def _check_forecast_size(n_samples) -> int:
     return int(n_samples)
 
 
-def _monte_carlo(mechanism: QuantileMechanism, scores: np.ndarray, alpha: float):
-    """Released thresholds of a seeded Monte Carlo, as (values, probabilities)."""
-    noise = np.random.default_rng(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
-        released = np.array(
-            [
-                mechanism.calibrate(scores, alpha, random_state=noise).threshold
-                for _ in range(MONTE_CARLO_RUNS)
-            ]
-        )
+def monte_carlo_distribution(mechanism: QuantileMechanism, scores: np.ndarray, alpha: float):
+    """Released thresholds of a seeded Monte Carlo, as (values, log-probabilities).
+
+    Runs the release itself (``_calibrate``, without the trivial-release warning, which
+    would ask for this very forecast).
+    """
+    noise = check_noise_source(np.random.default_rng(0))
+    released = np.array(
+        [
+            mechanism._calibrate(scores, alpha, None, noise).threshold
+            for _ in range(MONTE_CARLO_RUNS)
+        ]
+    )
     values, counts = np.unique(released, return_counts=True)
-    return values, counts / counts.sum()
+    return values, np.log(counts / counts.sum())

@@ -24,6 +24,7 @@ from ._base import (
     CoverageCertificate,
     QuantileMechanism,
     infeasible_calibration,
+    monte_carlo_distribution,
 )
 from ._binning import bin_counts
 from ._sparse_vector import (
@@ -458,13 +459,16 @@ class DPAPS(QuantileMechanism):
         params = self._validated_params()
         if plan is None or params["release"] != "sparse_vector":
             return self.threshold_distribution(scores, alpha)
-        log_probabilities = first_crossing_log_probabilities(
-            cumulative_counts(scores, plan.n_bins),
-            int(self._target(n, alpha, plan)),
-            params["epsilon"],
-            plan.threshold_share,
-            relative=False,
-        )
+        try:
+            log_probabilities = first_crossing_log_probabilities(
+                cumulative_counts(scores, plan.n_bins),
+                int(self._target(n, alpha, plan)),
+                params["epsilon"],
+                plan.threshold_share,
+                relative=False,
+            )
+        except ValueError:  # too large to sum: a seeded Monte Carlo of the release
+            return monte_carlo_distribution(self, scores, alpha)
         return np.arange(1, plan.n_bins + 1) / plan.n_bins, log_probabilities
 
     def _release_index(self, counts, target, plan: SparseVectorPlan, noise: NoiseSource) -> int:

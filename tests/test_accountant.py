@@ -24,15 +24,15 @@ from privconf_sklearn.privacy import PrivacyGuarantee
 class AddRemoveOnly(ExponQ):
     """ExponQ stated as private under add/remove only, as its monotone scaling is."""
 
-    def privacy_guarantee(self):
-        return PrivacyGuarantee.pure(self.epsilon, adjacency="add/remove")
+    def _privacy_guarantee(self, params):
+        return PrivacyGuarantee.pure(params["epsilon"], adjacency="add/remove")
 
 
 class ReplaceOneOnly(ExponQ):
     """A mechanism whose statement holds under replace-one adjacency only."""
 
-    def privacy_guarantee(self):
-        return PrivacyGuarantee.pure(self.epsilon, adjacency="replace-one")
+    def _privacy_guarantee(self, params):
+        return PrivacyGuarantee.pure(params["epsilon"], adjacency="replace-one")
 
 
 class ListLedger:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Real
 from typing import Annotated
 
-from .._validation import Interval, Options
+from .._param_validation import Interval, StrOptions
 from ._records import Budget, Flag, MaybeBudget, OpenUnit, Record, Signed, Text, forms
 
 __all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
@@ -29,8 +30,8 @@ CLAUSES = (
     "epsilon_cal",
     "delta_cal",
 )
-CLAUSE_NAMES = [Options(*CLAUSES)]
-BelowOne = Annotated[float, forms(Interval("real", 0, 1, closed="left"))]
+CLAUSE_NAMES = [StrOptions(set(CLAUSES))]
+BelowOne = Annotated[float, forms(Interval(Real, 0, 1, closed="left"))]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .._param_validation import check_alpha, validate_params
 from .._random import NoiseSource, check_noise_source
-from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
+from .._validation import check_unit_scores
 from ..privacy import PrivacyGuarantee
 from ._statistics import ScoreArray, ScoreStatistics
 
@@ -263,27 +264,55 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
     """Base class of the (private) quantile mechanisms.
 
     Subclasses store their parameters untouched in ``__init__`` (so they work with
-    ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``), validate
-    them in :meth:`calibrate`, and implement :meth:`privacy_guarantee`,
-    :meth:`coverage_certificate` and either ``_calibrate_from_statistics(statistics,
-    alpha, noise)`` (a release from the exact statistics of
+    ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``) and declare
+    their accepted forms in ``_parameter_constraints`` (scikit-learn constraints, see
+    :mod:`privconf_sklearn._param_validation`). Every public method validates them once
+    (:meth:`_validated_params`) and passes the validated values, ``params``, to the
+    helpers it calls; helpers never validate again. Subclasses implement
+    ``_privacy_guarantee(params)``, ``_coverage_certificate(params, n_samples, alpha)``
+    and either ``_calibrate_from_statistics(params, statistics, alpha, noise)`` (a
+    release from the exact statistics of
     :class:`~privconf_sklearn.mechanisms.ScoreStatistics`, which makes
-    :meth:`calibrate_from_statistics` available too; every mechanism of the library
-    does this) or ``_calibrate(scores, alpha, groups, noise)`` (a release that needs
+    :meth:`calibrate_from_statistics` available too; every mechanism of the library does
+    this) or ``_calibrate(params, scores, alpha, groups, noise)`` (a release that needs
     the scores themselves).
     """
 
     #: Whether :meth:`calibrate` needs ``groups`` (one agent id per score).
     requires_groups: bool = False
 
-    @abstractmethod
+    #: Accepted forms of each constructor parameter (scikit-learn constraints).
+    _parameter_constraints: dict[str, list] = {}
+
+    def _validated_params(self) -> dict[str, Any]:
+        """The constructor parameters, validated and in canonical form.
+
+        The one validation of a public call. Subclasses add checks between parameters.
+
+        Raises
+        ------
+        InvalidParameterError
+            If a parameter has a form its constraints do not accept (naming it).
+        """
+        return validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
+
+    def _method(self, name: str) -> str:
+        """``"ExponQ.calibrate"``: the caller named in errors about a method's arguments."""
+        return f"{type(self).__name__}.{name}"
+
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """The guarantee a release of this mechanism carries, from parameters alone.
 
         Used to check a privacy budget before any data is read.
         """
+        return self._privacy_guarantee(self._validated_params())
 
     @abstractmethod
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
+        """:meth:`privacy_guarantee` from validated parameters."""
+
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
         """The coverage guarantee of a calibration on ``n_samples`` scores at ``alpha``.
 
@@ -291,21 +320,35 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         ``lower_bound_confidence`` and ``feasible`` of the :class:`Calibration` that
         :meth:`calibrate` returns for the same ``(n_samples, alpha)``.
         """
+        alpha = check_alpha(alpha, self._method("coverage_certificate"))
+        return self._coverage_certificate(self._validated_params(), n_samples, alpha)
+
+    @abstractmethod
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
+        """:meth:`coverage_certificate` from validated parameters and ``alpha``."""
 
     def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups: np.ndarray | None, noise: NoiseSource
+        self,
+        params: dict,
+        scores: np.ndarray,
+        alpha: float,
+        groups: np.ndarray | None,
+        noise: NoiseSource,
     ) -> Calibration:
-        """Compute the calibration on validated scores in [0, 1].
+        """Compute the calibration on validated parameters and scores in [0, 1].
 
         The library's mechanisms release from exact statistics of the scores
         (:meth:`_calibrate_from_statistics`), so that :meth:`calibrate` and
         :meth:`calibrate_from_statistics` run the same code. A mechanism that needs the
         scores themselves overrides this method instead.
         """
-        return self._calibrate_from_statistics(ScoreArray._checked(scores, groups), alpha, noise)
+        statistics = ScoreArray._checked(scores, groups)
+        return self._calibrate_from_statistics(params, statistics, alpha, noise)
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         """Compute the calibration from the statistics of validated scores in [0, 1]."""
         raise NotImplementedError(
@@ -336,10 +379,10 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             request, or noise that left the threshold there) comes with an
             :class:`UninformativeCalibrationWarning` and ``informative=False``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
+        scores, alpha, params = self._check_calibration_input(scores, alpha, "calibrate")
         groups = self._check_groups(groups, scores.shape[0])
         noise = check_noise_source(random_state)
-        calibration = self._calibrate(scores, alpha, groups, noise)
+        calibration = self._calibrate(params, scores, alpha, groups, noise)
         self._warn_if_trivial(calibration)
         return calibration
 
@@ -375,26 +418,24 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
 
         Raises
         ------
-        TypeError
-            If ``statistics`` is not a :class:`~privconf_sklearn.mechanisms.ScoreStatistics`.
+        InvalidParameterError
+            For a bad ``alpha``, ``statistics`` that is not a
+            :class:`~privconf_sklearn.mechanisms.ScoreStatistics`, or a bad parameter
+            (a ``ValueError`` and a ``TypeError``).
         ValueError
-            For a bad ``alpha`` or parameter, or groups given to a central mechanism
-            (missing for a federated one).
+            For groups given to a central mechanism (missing for a federated one).
         NotImplementedError
             For a mechanism that needs the scores themselves.
         """
-        alpha = check_alpha(alpha)
-        self._check_params()
-        if not isinstance(statistics, ScoreStatistics):
-            raise TypeError(
-                f"statistics must be a ScoreStatistics (e.g. ScoreArray(scores)); got "
-                f"{type(statistics).__name__}."
-            )
+        caller = self._method("calibrate_from_statistics")
+        alpha = check_alpha(alpha, caller)
+        params = self._validated_params()
+        validate_params({"statistics": [ScoreStatistics]}, {"statistics": statistics}, caller)
         self._check_groups_given(statistics.has_groups)
         if statistics.n_samples < 1:
             raise ValueError("scores is empty: calibration needs at least one score.")
         noise = check_noise_source(random_state)
-        calibration = self._calibrate_from_statistics(statistics, alpha, noise)
+        calibration = self._calibrate_from_statistics(params, statistics, alpha, noise)
         self._warn_if_trivial(calibration)
         return calibration
 
@@ -438,44 +479,37 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         ValueError
             If no ``n`` up to ``10^15`` is feasible (e.g. a vanishing epsilon).
         """
-        alpha = check_alpha(alpha)
-        self._check_params()
+        alpha = check_alpha(alpha, self._method("min_informative_samples"))
+        return self._min_informative_samples(self._validated_params(), alpha)
+
+    def _min_informative_samples(self, params: dict, alpha: float) -> int:
+        """:meth:`min_informative_samples` from validated parameters and ``alpha``."""
         return smallest_feasible_size(
-            lambda n: self._feasible(n, alpha), f"{self!r} at alpha = {alpha!r}"
+            lambda n: self._feasible(params, n, alpha), f"{self!r} at alpha = {alpha!r}"
         )
 
-    def _needed_samples(self, alpha: float) -> str:
+    def _needed_samples(self, params: dict, alpha: float) -> str:
         """``"at least N calibration scores"``, for messages; never raises.
 
         When no size up to :data:`MAX_PLANNED_SAMPLES` is feasible (a vanishing epsilon or
         alpha), says so instead of the error :meth:`min_informative_samples` raises.
         """
         try:
-            return f"at least {self.min_informative_samples(alpha)} calibration scores"
+            return f"at least {self._min_informative_samples(params, alpha)} calibration scores"
         except ValueError:
             return f"more than {MAX_PLANNED_SAMPLES:.0e} calibration scores"
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
         """Whether ``(n_samples, alpha)`` is feasible; subclasses may answer faster."""
-        return self.coverage_certificate(n_samples, alpha).feasible
+        return self._coverage_certificate(params, n_samples, alpha).feasible
 
-    def _check_calibration_input(self, scores, alpha) -> tuple[np.ndarray, float]:
-        """Validated ``(scores, alpha)`` and parameters, in the order errors are reported."""
-        alpha = check_alpha(alpha)
-        self._check_params()
-        return check_unit_scores(scores), alpha
-
-    #: Accepted forms of each constructor parameter (see
-    #: :func:`privconf_sklearn._validation.validate_params`).
-    _parameter_constraints: dict[str, list[Constraint]] = {}
-
-    def _validated_params(self) -> dict[str, Any]:
-        """The constructor parameters checked against :attr:`_parameter_constraints`."""
-        return validate_params(self, self._parameter_constraints)
-
-    def _check_params(self) -> None:
-        """Validate constructor parameters; subclasses add cross-parameter checks."""
-        self._validated_params()
+    def _check_calibration_input(
+        self, scores, alpha, method: str
+    ) -> tuple[np.ndarray, float, dict[str, Any]]:
+        """Validated ``(scores, alpha, params)`` of a public method (errors in this order)."""
+        alpha = check_alpha(alpha, self._method(method))
+        params = self._validated_params()
+        return check_unit_scores(scores), alpha, params
 
     def _check_groups_given(self, given: bool) -> None:
         if not self.requires_groups and given:

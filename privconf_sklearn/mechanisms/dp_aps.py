@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from numbers import Integral, Real
 
 import numpy as np
 
+from .._param_validation import Interval, StrOptions, check_alpha
 from .._random import NoiseSource
-from .._validation import Interval, Options, split_conformal_rank
+from .._validation import split_conformal_rank
 from ..privacy import LaplaceVectorMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
@@ -297,9 +299,9 @@ class DPAPS(QuantileMechanism):
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "n_bins": [Options("auto"), Interval("integer", 2, MAX_GRID_SIZE)],
-        "beta": [Interval("real", 0, 1, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_GRID_SIZE, closed="both")],
+        "beta": [Interval(Real, 0, 1, closed="neither")],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", beta: float = 1e-3):
@@ -313,10 +315,9 @@ class DPAPS(QuantileMechanism):
         "diagnostics are computed from exact counts and are not covered."
     )
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """Pure epsilon-DP of the threshold (Theorem 5.1); diagnostics are not covered."""
-        epsilon = self._validated_params()["epsilon"]
-        return _count_noise(2, epsilon).privacy_guarantee(self._DESCRIPTION)
+        return _count_noise(2, params["epsilon"]).privacy_guarantee(self._DESCRIPTION)
 
     def resolve_n_bins(self, n: int, alpha: float) -> int | None:
         """The grid size ``B`` used for public ``(n, alpha)``; None when infeasible.
@@ -324,7 +325,10 @@ class DPAPS(QuantileMechanism):
         Infeasible means ``k > n`` or ``k + lambda(B) > n``
         (see :meth:`coverage_certificate`).
         """
-        params = self._validated_params()
+        alpha = check_alpha(alpha, self._method("resolve_n_bins"))
+        return self._n_bins(self._validated_params(), n, alpha)
+
+    def _n_bins(self, params: dict, n: int, alpha: float) -> int | None:
         epsilon, beta = params["epsilon"], params["beta"]
         if params["n_bins"] == "auto":
             return auto_n_bins(int(n), float(alpha), epsilon, beta)
@@ -333,14 +337,13 @@ class DPAPS(QuantileMechanism):
             return None
         return n_bins
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
-        return self.resolve_n_bins(n_samples, alpha) is not None
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
+        return self._n_bins(params, n_samples, alpha) is not None
 
-    def _unreachable(self, n: int, alpha: float) -> str:
+    def _unreachable(self, params: dict, n: int, alpha: float) -> str:
         """Why ``(n, alpha)`` is infeasible."""
-        params = self._validated_params()
         k = split_conformal_rank(n, alpha)
-        needed = self._needed_samples(alpha)
+        needed = self._needed_samples(params, alpha)
         if k > n:
             return (
                 f"the conformal rank k = ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n} for "
@@ -355,18 +358,19 @@ class DPAPS(QuantileMechanism):
             f"{params['epsilon']}, or a larger epsilon."
         )
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """``k / (n + 1) - beta >= (1 - alpha) - beta`` (Theorem 5.1).
 
         Infeasible if ``k + lambda > n`` (including ``k > n``).
         """
-        if self.resolve_n_bins(n_samples, alpha) is None:
+        if self._n_bins(params, n_samples, alpha) is None:
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
+                1.0, feasible=False, reason=self._unreachable(params, n_samples, alpha)
             )
         k = split_conformal_rank(n_samples, alpha)
-        beta = self._validated_params()["beta"]
-        return CoverageCertificate(max(0.0, k / (n_samples + 1) - beta))
+        return CoverageCertificate(max(0.0, k / (n_samples + 1) - params["beta"]))
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """The exact distribution of the threshold :meth:`calibrate` releases.
@@ -381,12 +385,13 @@ class DPAPS(QuantileMechanism):
         log_probabilities : ndarray
             ``log P(threshold = values[b])``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
+        scores, alpha, params = self._check_calibration_input(
+            scores, alpha, "threshold_distribution"
+        )
         n = scores.shape[0]
-        n_bins = self.resolve_n_bins(n, alpha)
+        n_bins = self._n_bins(params, n, alpha)
         if n_bins is None:
             return np.ones(1), np.zeros(1)
-        params = self._validated_params()
         noise = _count_noise(n_bins, params["epsilon"])
         target = split_conformal_rank(n, alpha) + noise.tail_bound(params["beta"], n_bins)
         log_probabilities = first_crossing_log_probabilities(
@@ -395,20 +400,19 @@ class DPAPS(QuantileMechanism):
         return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
-        params = self._validated_params()
         epsilon, beta = params["epsilon"], params["beta"]
         k = split_conformal_rank(n, alpha)
-        n_bins = self.resolve_n_bins(n, alpha)
+        n_bins = self._n_bins(params, n, alpha)
         if n_bins is None:
             # No data read: nothing data-dependent in the record.
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                self._unreachable(n, alpha),
+                self._unreachable(params, n, alpha),
                 rank=k,
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
                 beta=beta,

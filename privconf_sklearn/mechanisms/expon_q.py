@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit
 
+from .._param_validation import Interval, StrOptions, check_alpha
 from .._random import NoiseSource
-from .._validation import Interval, Options
 from ..privacy import ExponentialMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
@@ -540,10 +541,10 @@ class ExponQ(QuantileMechanism):
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
-        "gamma": [Options("auto"), Interval("real", 0, 1, closed="neither")],
-        "scaling": [Options(*SCALINGS)],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
+        "gamma": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="neither")],
+        "scaling": [StrOptions(set(SCALINGS))],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight"):
@@ -552,9 +553,8 @@ class ExponQ(QuantileMechanism):
         self.gamma = gamma
         self.scaling = scaling
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """Pure epsilon-DP, under both adjacencies except for ``scaling="monotone"``."""
-        params = self._validated_params()
         scaling = params["scaling"]
         descriptions = {
             "tight": "Range-bounded exponential mechanism over bin edges (utility changes "
@@ -572,7 +572,10 @@ class ExponQ(QuantileMechanism):
 
         Returns ``n_bins = None`` when no admissible ``m`` reaches ``q~ < 1``.
         """
-        params = self._validated_params()
+        alpha = check_alpha(alpha, self._method("resolve_parameters"))
+        return self._resolve(self._validated_params(), n, alpha)
+
+    def _resolve(self, params: dict, n: int, alpha: float) -> tuple[int | None, float, float]:
         return exponq_parameters(
             int(n),
             float(alpha),
@@ -582,23 +585,25 @@ class ExponQ(QuantileMechanism):
             None if params["gamma"] == "auto" else params["gamma"],
         )
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """``1 - alpha`` (Theorem 2) when ``q~ < 1``; infeasible otherwise."""
-        n_bins, _, level = self.resolve_parameters(n_samples, alpha)
+        n_bins, _, level = self._resolve(params, n_samples, alpha)
         if n_bins is None:
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(n_samples, alpha, level)
+                1.0, feasible=False, reason=self._unreachable(params, n_samples, alpha, level)
             )
         return CoverageCertificate(1.0 - alpha)
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
-        return self.resolve_parameters(n_samples, alpha)[0] is not None
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
+        return self._resolve(params, n_samples, alpha)[0] is not None
 
-    def _unreachable(self, n: int, alpha: float, level: float) -> str:
+    def _unreachable(self, params: dict, n: int, alpha: float, level: float) -> str:
         return (
             f"the inflated level q~ = {level:.6g} >= 1 for n = {n}, epsilon = "
-            f"{self.epsilon}, alpha = {alpha}: {self._needed_samples(alpha)} are needed at "
-            "this epsilon, or a larger epsilon."
+            f"{self.epsilon}, alpha = {alpha}: {self._needed_samples(params, alpha)} are "
+            "needed at this epsilon, or a larger epsilon."
         )
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -622,29 +627,29 @@ class ExponQ(QuantileMechanism):
         log_probabilities : ndarray
             ``log P(threshold = values[j])``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
-        n_bins, _, level = self.resolve_parameters(scores.shape[0], alpha)
+        scores, alpha, params = self._check_calibration_input(
+            scores, alpha, "threshold_distribution"
+        )
+        n_bins, _, level = self._resolve(params, scores.shape[0], alpha)
         if n_bins is None:
             return np.ones(1), np.zeros(1)
-        params = self._validated_params()
         log_probabilities = quantile_log_probabilities(
             bin_counts(scores, n_bins), level, params["epsilon"], scaling=params["scaling"]
         )
         return np.arange(1, n_bins + 1) / n_bins, log_probabilities
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
-        params = self._validated_params()
         epsilon, scaling = params["epsilon"], params["scaling"]
-        n_bins, gamma, level = self.resolve_parameters(n, alpha)
+        n_bins, gamma, level = self._resolve(params, n, alpha)
         if n_bins is None:
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                self._unreachable(n, alpha, level),
+                self._unreachable(params, n, alpha, level),
                 q_tilde=level,
                 gamma=gamma,
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
@@ -668,7 +673,7 @@ class ExponQ(QuantileMechanism):
             threshold=edge / n_bins,
             n_samples=n,
             alpha=alpha,
-            privacy=self.privacy_guarantee(),
+            privacy=self._privacy_guarantee(params),
             coverage_lower_bound=1.0 - alpha,
             coverage_upper_bound=upper,
             upper_bound_atom_slope=slope,

@@ -101,17 +101,6 @@ class Interval(_ScikitLearnInterval):
         The ends, as in scikit-learn (None: infinite).
     closed : {"left", "right", "both", "neither"}
         Which ends belong to the interval.
-
-    Examples
-    --------
-    >>> from numbers import Real
-    >>> import numpy as np
-    >>> from privconf_sklearn._param_validation import Interval
-    >>> positive = Interval(Real, 0, None, closed="neither")
-    >>> positive.is_satisfied_by(1), positive.is_satisfied_by(True)
-    (True, False)
-    >>> positive.is_satisfied_by(float("inf")), str(positive)
-    (False, 'a float in the range (0.0, inf)')
     """
 
     def is_satisfied_by(self, val) -> bool:

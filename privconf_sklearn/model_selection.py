@@ -65,7 +65,8 @@ def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
         )
     for estimator in estimators:
         # Each estimator's parameters were validated when it was screened, unchanged since.
-        model, score = estimator.estimator, estimator._resolve_score(estimator.get_params())
+        params = estimator.get_params(deep=False)
+        model, score = estimator.estimator, estimator._resolve_score(params)
         try:
             estimator._encode_targets(y_eval, model)
             score.estimator_outputs(model, X_eval)

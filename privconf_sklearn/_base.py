@@ -34,7 +34,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows
 from ._ledger import LEDGER, DetachedLedger, LedgerReference, resolve_ledger, spend
-from ._param_validation import Interval, StrOptions, validate_params
+from ._param_validation import Interval, RealNotInt, StrOptions, validate_params
 from ._random import check_noise_source, check_random_state
 from .mechanisms import QuantileMechanism
 from .mechanisms._base import Calibration
@@ -87,8 +87,8 @@ def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -
         "group_sizes": [None, StrOptions({"public"}), PrivateGroupSizes],
         "adjacency": [StrOptions({"replace-one", "add/remove"})],
         "prefit": ["boolean"],
-        "calibration_size": [
-            Interval(Real, 0.0, 1.0, closed="neither"),
+        "calibration_size": [  # a fraction of the rows, or a number of rows
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
             Interval(Integral, 1, None, closed="left"),
         ],
         "random_state": [

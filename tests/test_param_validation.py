@@ -34,6 +34,7 @@ import privconf_sklearn
 import privconf_sklearn._param_validation as validation
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
 from privconf_sklearn._param_validation import Bounds, Interval, check_alpha, validate_params
+from privconf_sklearn.cards import Contract
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import (
     DPAPS,
@@ -343,3 +344,28 @@ def test_scikit_learn_error_class_is_the_only_parameter_error():
     assert validation.InvalidParameterError is sklearn_validation.InvalidParameterError
     assert inspect.getmodule(validation.Interval) is validation
     assert math.isinf(validation.Bounds().highest)
+
+
+def test_scikit_learns_own_parameter_check_passes():
+    """scikit-learn's ``check_param_validation`` (the check its own estimators pass): every
+    parameter constrained, and ``fit`` rejects a value of a wrong type, or of a right type
+    but a wrong value, with ``InvalidParameterError`` naming the parameter."""
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    X = np.random.RandomState(0).uniform(size=(20, 5))
+    model = LogisticRegression().fit(X, np.arange(20) % 2)
+
+    class Ledger:
+        def check(self, epsilon, delta):
+            pass
+
+        def spend(self, epsilon, delta):
+            pass
+
+    estimator = PrivateConformalClassifier(model, mechanism=ExponQ(1.0), accountant=Ledger())
+    check_param_validation("PrivateConformalClassifier", estimator)
+    contract = Contract(0.5, max_epsilon_train=math.inf, max_epsilon_cal=1.0, beta=0.0)
+    search = CertificateAwareSearch(
+        estimator, contract=contract, param_grid={"calibration_size": [10]}
+    )
+    check_param_validation("CertificateAwareSearch", search)

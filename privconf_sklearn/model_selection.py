@@ -12,6 +12,7 @@ statement is on the card, ``card_.selection.rule``).
 from __future__ import annotations
 
 from dataclasses import replace
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
@@ -21,10 +22,20 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._base import BasePrivateConformal
 from ._ledger import reserve, resolve_ledger
-from ._validation import InstanceOf, Options, validate_params
+from ._param_validation import Interval, StrOptions, validate_params
 from .cards import Contract, ContractCard
 from .cards._card import configuration_of, empirical_diagnostics, split_details
-from .cards._records import EMPIRICAL, SIZE, Candidate, Certificate, Diagnostics, Items
+from .cards._records import (
+    BUDGET,
+    EMPIRICAL,
+    SIZE,
+    UNIT,
+    Candidate,
+    Certificate,
+    Diagnostics,
+    Items,
+    optional,
+)
 from .cards._selection import (
     best_attempted,
     candidate_entry,
@@ -35,7 +46,7 @@ from .cards._selection import (
     formal_statuses,
     selection_of,
 )
-from .cards._training import check_stated, training_privacy
+from .cards._training import training_privacy
 
 __all__ = ["CertificateAwareSearch"]
 
@@ -53,7 +64,9 @@ def _check_evaluation_data(estimators, X_eval, y_eval) -> None:
             "and be non-empty (checked before any calibration spends privacy)."
         )
     for estimator in estimators:
-        model, score = estimator.estimator, estimator._resolve_score()
+        # Each estimator's parameters were validated when it was screened, unchanged since.
+        params = estimator.get_params(deep=False)
+        model, score = estimator.estimator, estimator._resolve_score(params)
         try:
             estimator._encode_targets(y_eval, model)
             score.estimator_outputs(model, X_eval)
@@ -154,10 +167,17 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
-        "contract": [InstanceOf(Contract)],
-        "param_grid": [InstanceOf(dict | list, "dict or list of dicts")],
-        "calibration_split": [Options("disjoint", "shared")],
+        "estimator": [BasePrivateConformal],
+        "contract": [Contract],
+        "param_grid": [dict, list],
+        "epsilon_train": optional(BUDGET),
+        "delta_train": optional(UNIT),
+        "calibration_split": [StrOptions({"disjoint", "shared"})],
+        "random_state": [
+            None,
+            Interval(Integral, 0, 2**32 - 1, closed="both"),
+            np.random.RandomState,
+        ],
     }
 
     def __init__(
@@ -180,8 +200,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_params(self) -> None:
-        validate_params(self, self._parameter_constraints)
-        check_stated(self.epsilon_train, self.delta_train, type(self).__name__)
+        validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
         if not self.estimator.prefit:
             raise ValueError(
                 "CertificateAwareSearch: estimator must have prefit=True: the search "
@@ -202,7 +223,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
                     "search charges the composed spend of its calibrations to the "
                     "estimator's one ledger."
                 )
-            validate_params(self, {name: [Items(*SIZE)]}, {name: grid["calibration_size"]})
+            validate_params(
+                {name: [Items(*SIZE)]}, {name: grid["calibration_size"]}, type(self).__name__
+            )
             if not grid["calibration_size"]:
                 raise ValueError(f"CertificateAwareSearch: {name} must not be empty.")
         if not self.param_grid:
@@ -217,8 +240,8 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         # except a prefit model, which cloning would unfit.
         params = {k: v if k == "estimator" else clone(v, safe=False) for k, v in params.items()}
         estimator = clone(self.estimator).set_params(**params)
-        checked = estimator._validated("alpha", "adjacency", "mondrian")
-        mechanism, alpha = estimator._resolve_mechanism(), checked["alpha"]
+        checked = estimator._validated_params()
+        mechanism, alpha = estimator._resolve_mechanism(checked), checked["alpha"]
         if mechanism.requires_groups or checked["mondrian"] is not None:
             raise ValueError(
                 "The search takes neither federated mechanisms nor Mondrian calibration: "
@@ -231,7 +254,7 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
         certificate = Certificate.of(cert.lower_bound, cert.confidence, cert.feasible, cert.reason)
         training = training_privacy(estimator.estimator, self.epsilon_train, self.delta_train)
         privacy = mechanism.privacy_guarantee().under(checked["adjacency"])
-        score, model = estimator._resolve_score(), estimator.estimator
+        score, model = estimator._resolve_score(checked), estimator.estimator
         config = configuration_of(estimator, n_samples, alpha, mechanism, score, model)
         candidate = Candidate(index, config, training, privacy, certificate, True, "skipped", "")
         failed = ", ".join(c.name for c in clauses_of(self.contract, candidate) if not c.satisfied)

@@ -11,7 +11,7 @@ import numbers
 
 from sklearn.pipeline import Pipeline
 
-from .._validation import validate_params
+from .._param_validation import validate_params
 from ._records import BUDGET, UNIT, TrainingPrivacy, optional
 
 __all__ = ["check_stated", "describe_estimator", "stated_training", "training_privacy"]
@@ -51,7 +51,7 @@ def check_stated(
     """A stated training budget: epsilon >= 0 (inf allowed) and delta in [0, 1], or None."""
     stated = {"epsilon_train": epsilon_train, "delta_train": delta_train}
     constraints = {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)}
-    checked = validate_params(owner, constraints, stated)
+    checked = validate_params(constraints, stated, owner)
     return checked["epsilon_train"], checked["delta_train"]
 
 

@@ -1,12 +1,13 @@
-"""The inflated level q~ of ExponQ before (paper scaling) and after (tight scaling).
+"""The level ExponQ aims at: the paper's scaling, the tight analysis and the shaped default.
 
 For ``n`` from 100 to ``10^6`` (log-spaced) at ``alpha = 0.1`` and epsilon in
-{0.5, 1, 2}: ``q~`` with the automatic ``m*`` and ``gamma*`` of
-:meth:`~privconf_sklearn.mechanisms.ExponQ.resolve_parameters`, for
-``scaling="paper"`` (the default before issue 12, ``exp(-eps w / (2 Delta_q))``) and
-``scaling="tight"`` (today's default, ``exp(-eps q (1 - q) w)``). Left: ``q~`` itself
-(a level ``>= 1`` is unreachable: full sets); right: the excess ``q~ - (1 - alpha)`` on
-log axes. Public quantities only, no data.
+{0.5, 1, 2}: the target level of
+:meth:`~privconf_sklearn.mechanisms.ExponQ.resolve_parameters` (``q~`` for the paper's
+utility, ``k / n`` for the shaped one) for ``scaling="paper"``
+(``exp(-eps w / (2 Delta_q))``), ``"tight"`` (``exp(-eps q (1 - q) w)``) and the default
+``"shaped"`` (integrated certificate). Left: the level itself (``>= 1`` is unreachable:
+full sets); right: the excess over ``1 - alpha`` on log axes. Public quantities only,
+no data.
 
     python benchmarks/figure_exponq_level.py                 # table + figure
     python benchmarks/figure_exponq_level.py --output DIR    # figure elsewhere
@@ -31,12 +32,12 @@ ALPHA = 0.1
 EPSILONS = (0.5, 1.0, 2.0)
 SIZES = np.unique(np.round(np.geomspace(100, 10**6, 81)).astype(int))
 TABLE_SIZES = (100, 171, 300, 1000, 2400, 10**4, 10**5, 10**6)
-SCALINGS = {"paper": "before (paper)", "tight": "after (tight)"}
+SCALINGS = {"paper": "paper", "tight": "tight", "shaped": "shaped (default)"}
 
 
 def level(n: int, epsilon: float, scaling: str) -> float:
-    """``q~`` for public ``(n, alpha, epsilon)`` (the smallest tried when unreachable)."""
-    return ExponQ(epsilon, scaling=scaling).resolve_parameters(int(n), ALPHA)[2]
+    """The target level (``q~``; ``k / n`` for the shaped utility), >= 1 when unreachable."""
+    return ExponQ(epsilon, scaling=scaling).resolve_parameters(int(n), ALPHA).level
 
 
 def run() -> dict[tuple[str, float], np.ndarray]:
@@ -49,7 +50,7 @@ def run() -> dict[tuple[str, float], np.ndarray]:
 
 
 def print_table() -> None:
-    print(f"q~ at alpha = {ALPHA:g} (>= 1: unreachable)")
+    print(f"target level at alpha = {ALPHA:g} (>= 1: unreachable)")
     header = "| n | " + " | ".join(
         f"eps={e:g} {label}" for e in EPSILONS for label in SCALINGS.values()
     )
@@ -69,24 +70,24 @@ def plot(levels: dict, outputs: list[Path]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     colors = dict(zip(EPSILONS, plt.cm.viridis(np.linspace(0.0, 0.8, len(EPSILONS))), strict=True))
     for (scaling, epsilon), values in levels.items():
-        style = "--" if scaling == "paper" else "-"
+        style = {"paper": "--", "tight": ":", "shaped": "-"}[scaling]
         label = f"eps = {epsilon:g}, {SCALINGS[scaling]}"
         axes[0].plot(SIZES, np.minimum(values, 1.05), style, color=colors[epsilon], label=label)
         axes[1].plot(SIZES, values - (1 - ALPHA), style, color=colors[epsilon], label=label)
     axes[0].axhline(1.0, color="grey", lw=0.8)
     axes[0].axhline(1 - ALPHA, color="grey", lw=0.8, ls=":")
     axes[0].set_ylim(1 - ALPHA - 0.01, 1.05)
-    axes[0].set_ylabel("inflated level q~ (capped at 1.05)")
+    axes[0].set_ylabel("target level (capped at 1.05)")
     axes[1].set_yscale("log")
-    axes[1].set_ylabel("q~ - (1 - alpha)")
+    axes[1].set_ylabel("target level - (1 - alpha)")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("calibration size n")
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=7)
     fig.suptitle(
-        f"ExponQ's inflated level at alpha = {ALPHA:g}: paper scaling (dashed) and tight "
-        "scaling (solid), automatic m* and gamma*",
+        f"ExponQ's target level at alpha = {ALPHA:g}: paper scaling (dashed), tight analysis "
+        "(dotted), shaped default (solid), automatic parameters",
         fontsize=10,
     )
     for output in outputs:

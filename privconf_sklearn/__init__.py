@@ -5,7 +5,7 @@ a private quantile mechanism, and get prediction sets or intervals with a stated
 coverage guarantee and a stated privacy guarantee for the calibration set.
 """
 
-from ._diffprivlib import import_diffprivlib, prepare_diffprivlib
+from ._diffprivlib import import_diffprivlib, restore_removed_tree_aliases
 from .cards import Contract, ContractCard, verify_card
 from .classification import PrivateConformalClassifier
 from .mechanisms import (
@@ -26,10 +26,11 @@ from .regression import (
 
 __version__ = "0.1.0"
 
-# diffprivlib 0.6.6 imports two aliases scikit-learn 1.9 removed: define them (only where
-# missing, with their old values), import diffprivlib if it can be, and order the warning
-# filters so that joblib workers run the same step (see privconf_sklearn._diffprivlib).
-prepare_diffprivlib()
+# The one change outside the package: diffprivlib 0.6.6 imports two aliases scikit-learn
+# 1.9 removed from sklearn.tree._tree; define them, only where missing, with their old
+# values (numpy.float64, numpy.float32). diffprivlib itself is not imported here; see
+# privconf_sklearn._diffprivlib for what this step covers and what it cannot.
+restore_removed_tree_aliases()
 
 __all__ = [
     "Calibration",
@@ -48,5 +49,6 @@ __all__ = [
     "UninformativePredictionWarning",
     "__version__",
     "import_diffprivlib",
+    "restore_removed_tree_aliases",
     "verify_card",
 ]

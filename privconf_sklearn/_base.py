@@ -23,12 +23,12 @@ what was reserved, then the fitted attributes are set all at once.
 
 from __future__ import annotations
 
-import numbers
 import sys
 import weakref
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -40,10 +40,9 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._calibration_run import CalibrationRun, CalibrationScorer, MappedScores
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows
-from ._ledger import DetachedLedger, LedgerConstraint, LedgerReference, resolve_ledger
+from ._ledger import LEDGER, DetachedLedger, LedgerReference, resolve_ledger
+from ._param_validation import Interval, RealNotInt, StrOptions, validate_params
 from ._random import check_noise_source, check_random_state
-from ._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
-from ._validation import validate_params as _validate_params
 from ._warnings import warn_at_caller
 from .mechanisms import Calibration, QuantileMechanism, ScoreArray, agent_labels
 from .metrics import DefaultScoreWarning
@@ -135,48 +134,31 @@ def warn_if_default_scorer(estimator: BasePrivateConformal, model_score: str) ->
     )
 
 
-class CallableValue(Constraint):
-    """A callable (e.g. a Mondrian grouping function)."""
-
-    def accepts_type(self, value) -> bool:
-        """Anything callable that is not a string."""
-        return callable(value) and not isinstance(value, str)
-
-    def describe(self) -> str:
-        """``a callable``."""
-        return "a callable X -> group ids"
-
-
 def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -> dict:
     """The constraints table shared by the classifier and the regressor."""
-    mondrian: list[Constraint] = [NoneValue(), CallableValue()]
+    mondrian: list = [None, callable]
     if mondrian_options:
-        mondrian.insert(1, Options(*mondrian_options))
+        mondrian.insert(1, StrOptions(set(mondrian_options)))
     return {
-        "mechanism": [InstanceOf(QuantileMechanism, "QuantileMechanism such as ExponQ(epsilon)")],
-        "alpha": [Interval("real", 0.0, 1.0, closed="neither")],
-        "conformity_score": [
-            Options(*score_aliases),
-            InstanceOf(BaseConformityScore, "BaseConformityScore instance"),
-        ],
+        "estimator": "no_validation",  # checked by _check_estimator_kind and the score
+        "mechanism": [QuantileMechanism],
+        "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
+        "conformity_score": [StrOptions(set(score_aliases)), BaseConformityScore],
         "mondrian": mondrian,
-        "group_sizes": [
-            NoneValue(),
-            Options("public"),
-            InstanceOf(PrivateGroupSizes, "PrivateGroupSizes instance"),
-        ],
-        "adjacency": [Options("replace-one", "add/remove")],
-        "prefit": [Boolean()],
-        "calibration_size": [
-            Interval("real", 0.0, 1.0, closed="neither"),
-            Interval("integer", 1, None),
+        "group_sizes": [None, StrOptions({"public"}), PrivateGroupSizes],
+        "adjacency": [StrOptions({"replace-one", "add/remove"})],
+        "prefit": ["boolean"],
+        "calibration_size": [  # a fraction of the rows, or a number of rows
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
+            Interval(Integral, 1, None, closed="left"),
         ],
         "random_state": [
-            NoneValue(),
-            Interval("integer", 0, None),
-            InstanceOf((np.random.RandomState, np.random.Generator), "numpy random generator"),
+            None,
+            Interval(Integral, 0, None, closed="left"),
+            np.random.RandomState,
+            np.random.Generator,
         ],
-        "accountant": [NoneValue(), LedgerConstraint()],
+        "accountant": LEDGER,
     }
 
 
@@ -279,18 +261,24 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         """Subclass hook: warn about a score that suits the task poorly (public only)."""
 
     # ------------------------------------------------------------- validation
-    def _validated(self, *names: str) -> dict:
-        """Some parameters checked against the constraints table (see :meth:`start_calibration`)."""
-        return _validate_params(self, {name: self._parameter_constraints[name] for name in names})
+    def _validated_params(self) -> dict:
+        """Every parameter checked against :attr:`_parameter_constraints`, in canonical form.
 
-    def _resolve_score(self) -> BaseConformityScore:
-        """A fresh score object from ``conformity_score`` (validated)."""
-        score = self._validated("conformity_score")["conformity_score"]
+        The one validation of a fit (:meth:`start_calibration`); the helpers get its result.
+        """
+        return validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
+
+    def _resolve_score(self, params: dict) -> BaseConformityScore:
+        """A fresh score object from the validated ``conformity_score``."""
+        score = params["conformity_score"]
         return self._score_aliases[score]() if isinstance(score, str) else clone(score)
 
-    def _resolve_mechanism(self) -> QuantileMechanism:
-        """A copy of ``mechanism`` (validated as a QuantileMechanism)."""
-        return clone(self._validated("mechanism")["mechanism"])
+    @staticmethod
+    def _resolve_mechanism(params: dict) -> QuantileMechanism:
+        """A copy of the validated ``mechanism``."""
+        return clone(params["mechanism"])
 
     def _check_mondrian(self, params: dict, mechanism: QuantileMechanism) -> tuple | None:
         """Consistency of ``mondrian``, ``group_sizes`` and the mechanism (no data read).
@@ -362,10 +350,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         RuntimeError
             If the ledger cannot cover the planned guarantee (the ledger's own error).
         """
-        params = _validate_params(self, self._parameter_constraints)
+        params = self._validated_params()
         self._check_estimator_kind(self.estimator)
-        score = self._resolve_score()
-        mechanism = self._resolve_mechanism()
+        score = self._resolve_score(params)
+        mechanism = self._resolve_mechanism(params)
         guarantee = mechanism.privacy_guarantee()  # validates the mechanism's parameters
         declared_groups = self._check_mondrian(params, mechanism)
         if params["mondrian"] is None:
@@ -389,7 +377,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     def _split(self, X, y, groups, size):
         """Split into a training and a calibration part (``prefit=False``)."""
         n = _num_samples(X)
-        if isinstance(size, numbers.Integral) and size >= n:
+        if isinstance(size, Integral) and size >= n:
             raise ValueError(
                 f"calibration_size={size} rows leaves no training rows out of {n}; use a "
                 "smaller number or a fraction."
@@ -721,23 +709,23 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
             See the concrete class.
         """
         check_is_fitted(self, "calibration_")
-        if batch_size is not None and (
-            not isinstance(batch_size, numbers.Integral)
-            or isinstance(batch_size, bool)
-            or batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        size: int | None = validate_params(
+            {"batch_size": [None, Interval(Integral, 1, None, closed="left")]},
+            {"batch_size": batch_size},
+            f"{type(self).__name__}.predict_set",
+        )["batch_size"]
         n = _num_samples(X)
         unseen: dict = {}
-        if batch_size is None or n == 0:
+        if size is None or n == 0:
             result = self._sets(X, unseen)
-        else:
-            result = None
-            for rows in gen_batches(n, int(batch_size)):
-                part = self._sets(_safe_indexing(X, rows), unseen)
-                if result is None:
-                    result = np.empty((n, *part.shape[1:]), dtype=part.dtype)
-                result[rows] = part
+        else:  # n > 0: at least one batch; the result is allocated from the first
+            batches = gen_batches(n, size)
+            first = next(batches)
+            part = self._sets(_safe_indexing(X, first), unseen)
+            result = np.empty((n, *part.shape[1:]), dtype=part.dtype)
+            result[first] = part
+            for rows in batches:
+                result[rows] = self._sets(_safe_indexing(X, rows), unseen)
         if unseen:
             shown = list(unseen)[:10]
             warn_at_caller(

@@ -1,58 +1,62 @@
-"""The package's one door to diffprivlib: an import that may fail, after a compatibility step.
+"""diffprivlib, imported only where it is used, and the one step it needs on scikit-learn 1.9.
 
 diffprivlib is a dependency (its ``BudgetAccountant`` is the default privacy ledger and
 its models are the private models the documentation wraps), but nothing in this package
 needs it to *compute* anything: prediction sets, intervals, mechanisms and cards work
-with any scikit-learn model. So a diffprivlib that cannot be imported breaks only what
-uses it, and only this module imports it:
+with any scikit-learn model. ``import privconf_sklearn`` does not import it. Only this
+module does, and only when asked:
 
-- ``accountant=None`` (the default ledger): :func:`default_accountant` returns
-  diffprivlib's process-wide default ``BudgetAccountant``. If diffprivlib cannot be
+- ``accountant=None`` (the default ledger): :func:`default_accountant` imports diffprivlib
+  and returns its process-wide default ``BudgetAccountant``. If diffprivlib cannot be
   imported, it raises :class:`DiffprivlibUnavailableError` (before the estimator reads
   any data) saying what to do: pass a ledger explicitly. Budget accounting never stops
   silently.
-- ``score_bounds=None`` in the regressor: the warning category is
-  :class:`PrivacyLeakWarning`, defined here without diffprivlib; when diffprivlib can be
-  imported the warning is also an instance of diffprivlib's own ``PrivacyLeakWarning``
-  (:func:`privacy_leak_warning`), so filters on either class catch it.
+- ``score_bounds=None`` in the regressor warns with :class:`PrivacyLeakWarning`, defined
+  here; when diffprivlib has been imported (by anyone) the warning is also an instance of
+  diffprivlib's own ``PrivacyLeakWarning`` (:func:`privacy_leak_warning`), so filters on
+  either class catch it. Warning never imports diffprivlib: a filter on diffprivlib's
+  class exists only once diffprivlib is imported.
 - Users: :func:`import_diffprivlib` returns the module (``import_diffprivlib().models``).
 
-**Compatibility step (scikit-learn >= 1.9).** diffprivlib 0.6.6, the newest release,
+**The compatibility step (scikit-learn >= 1.9).** diffprivlib 0.6.6, the newest release,
 imports all its models from its package ``__init__``; ``diffprivlib/models/forest.py``
-does ``from sklearn.tree._tree import DOUBLE, DTYPE``, two names scikit-learn removed
-in 1.9. Up to scikit-learn 1.8 they were plain aliases of numpy scalar types,
+does ``from sklearn.tree._tree import DOUBLE, DTYPE``, two names scikit-learn removed in
+1.9. Up to scikit-learn 1.8 they were plain aliases of numpy scalar types,
 ``DOUBLE = numpy.float64`` and ``DTYPE = numpy.float32``, and diffprivlib uses them only
-as dtypes (``validate_data(..., dtype=DTYPE)``, ``np.ascontiguousarray(y, dtype=DOUBLE)``).
-Before importing diffprivlib, :func:`import_diffprivlib` therefore defines each of the two
-names on ``sklearn.tree._tree`` *if and only if it is missing*, with exactly its old value.
-Nothing else is touched; on scikit-learn <= 1.8 the step does nothing. With it,
-diffprivlib's ``BudgetAccountant``, ``GaussianNB``, ``RandomForestClassifier`` and
-``LinearRegression`` work on scikit-learn 1.9 (the forest gives identical predictions on
-1.7 and 1.9 for the same seed). diffprivlib's ``LogisticRegression`` still fails on
-scikit-learn >= 1.8, in its own ``__init__`` (it passes ``multi_class``, which
-scikit-learn removed); nothing in this package uses it.
+as dtypes. :func:`restore_removed_tree_aliases` defines each of the two names on
+``sklearn.tree._tree`` *if and only if it is missing*, with exactly its old value, and
+touches nothing else; on scikit-learn <= 1.8 it does nothing. ``import privconf_sklearn``
+runs it (and nothing else outside the package), so that in any process that imported
+this package first, diffprivlib imports: a script's ``from diffprivlib.models import
+GaussianNB`` after ``import privconf_sklearn``, and every process that unpickles one of
+this package's estimators wrapping a diffprivlib model (the estimator's class is
+unpickled, hence this package imported, before the model inside it). diffprivlib's
+``LogisticRegression`` still fails on scikit-learn >= 1.8, in its own ``__init__`` (it
+passes ``multi_class``, which scikit-learn removed); nothing in this package uses it.
 
-The step runs when ``privconf_sklearn`` is imported, which then imports diffprivlib
-(about 50 ms) if it can, so a script that imports ``privconf_sklearn`` first may import
-diffprivlib directly afterwards. If diffprivlib cannot be imported, nothing fails at
-import time; what needs it says so (:func:`default_accountant`).
+**What no import order can fix: joblib workers of scikit-learn.** diffprivlib's import
+adds a filter on its ``PrivacyLeakWarning`` to ``warnings.filters``, and scikit-learn
+>= 1.7 (``sklearn.utils.parallel``) sends the caller's warning filters with every task
+to its joblib workers, where they are unpickled *before* the task's function and
+arguments. A fresh worker process therefore imports diffprivlib before anything else,
+and on scikit-learn >= 1.9 that import fails: in a process that imported diffprivlib,
+every process-based parallel job of scikit-learn (``cross_val_score(..., n_jobs=2)``,
+``GridSearchCV(n_jobs=2)``, of any estimator) fails with ``BrokenProcessPool``. The
+package does not work around this globally. The remedy is per job: run the step in each
+worker first (joblib >= 1.5)::
 
-**Worker processes.** diffprivlib adds a warning filter on its ``PrivacyLeakWarning`` when
-imported, and scikit-learn (>= 1.7) sends the parent's warning filters to every joblib
-worker, where unpickling that filter imports diffprivlib, in a fresh interpreter that has
-not run the compatibility step: on scikit-learn 1.9 every process-parallel job
-(``cross_val_score(..., n_jobs=2)``, even of a plain scikit-learn model) would fail with
-``BrokenProcessPool``. So after importing diffprivlib this module puts a filter entry of
-its own ahead of diffprivlib's (:func:`order_worker_imports`; its category,
-:class:`WorkerImportOrder`, is never raised, so the entry changes no warning): a worker
-unpickles it first, which imports ``privconf_sklearn`` and runs the step before
-diffprivlib is imported there.
+    with joblib.parallel_config(backend="loky", initializer=restore_removed_tree_aliases):
+        GridSearchCV(..., n_jobs=2).fit(X, y)
+
+or use joblib's threading backend (``joblib.parallel_config(backend="threading")``,
+which is also the way to run searches over this package's estimators, whose copies in
+other processes refuse to spend privacy budget).
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -64,9 +68,9 @@ __all__ = [
     "DiffprivlibUnavailableError",
     "PrivacyLeakWarning",
     "default_accountant",
-    "diffprivlib_unavailable_reason",
     "import_diffprivlib",
     "privacy_leak_warning",
+    "restore_removed_tree_aliases",
 ]
 
 #: The aliases scikit-learn <= 1.8 defined in ``sklearn.tree._tree`` and removed in 1.9.
@@ -81,49 +85,32 @@ class PrivacyLeakWarning(RuntimeWarning):
     """A choice made from the private data breaks the privacy guarantee.
 
     Raised e.g. by ``PrivateConformalRegressor(score_bounds=None)``, which takes the
-    score range from the calibration data. When diffprivlib can be imported, the warning
-    raised is also an instance of ``diffprivlib.utils.PrivacyLeakWarning``.
+    score range from the calibration data. When diffprivlib has been imported, the
+    warning raised is also an instance of ``diffprivlib.utils.PrivacyLeakWarning``.
     """
-
-
-class WorkerImportOrder(Warning):
-    """Never raised: the category of a warning filter that orders imports in worker processes.
-
-    A process that rebuilds its warning filters from pickled ones (scikit-learn's joblib
-    workers) imports this class, hence ``privconf_sklearn`` and its compatibility step,
-    before the diffprivlib class of the filter that follows it.
-    """
-
-
-def order_worker_imports() -> None:
-    """Put the :class:`WorkerImportOrder` filter entry first in ``warnings.filters``.
-
-    ``warnings.filterwarnings`` moves an existing identical entry to the front, so calling
-    this again after diffprivlib (or anything else) added filters restores the order.
-    """
-    warnings.filterwarnings("default", category=WorkerImportOrder)
-
-
-def prepare_diffprivlib() -> None:
-    """Run at ``import privconf_sklearn``: the compatibility step, then diffprivlib if it imports.
-
-    A diffprivlib that cannot be imported is not an error here: the default ledger raises
-    :class:`DiffprivlibUnavailableError` when it is needed.
-    """
-    restore_removed_tree_aliases()
-    try:
-        import_diffprivlib()
-    except DiffprivlibUnavailableError:
-        return
 
 
 def restore_removed_tree_aliases() -> list[str]:
     """Define ``sklearn.tree._tree.DOUBLE`` / ``DTYPE`` where scikit-learn removed them.
 
+    The one change this package makes outside itself, run by ``import privconf_sklearn``:
+    diffprivlib 0.6.6 cannot be imported on scikit-learn >= 1.9 without it. Each name is
+    set to its value of scikit-learn <= 1.8 (``numpy.float64``, ``numpy.float32``) only if
+    it is missing. Also the ``initializer`` that lets process-based joblib workers of
+    scikit-learn import diffprivlib (see the module description).
+
     Returns
     -------
     list of str
-        The names that were missing and have been defined (empty on scikit-learn <= 1.8).
+        The names that were missing and have been defined (empty on scikit-learn <= 1.8,
+        and on every later call).
+
+    Examples
+    --------
+    >>> import joblib
+    >>> from privconf_sklearn import restore_removed_tree_aliases
+    >>> with joblib.parallel_config(backend="loky", initializer=restore_removed_tree_aliases):
+    ...     pass  # GridSearchCV(..., n_jobs=2).fit(X, y) after importing diffprivlib
     """
     tree = importlib.import_module("sklearn.tree._tree")
     restored = []
@@ -164,17 +151,7 @@ def import_diffprivlib() -> ModuleType:
         raise DiffprivlibUnavailableError(
             f"diffprivlib cannot be imported: {type(exc).__name__}: {exc}"
         ) from exc
-    order_worker_imports()
     return module
-
-
-def diffprivlib_unavailable_reason() -> str | None:
-    """Why diffprivlib cannot be imported here, or None if it can."""
-    try:
-        import_diffprivlib()
-    except DiffprivlibUnavailableError as exc:
-        return str(exc)
-    return None
 
 
 def default_accountant() -> Any:
@@ -202,24 +179,26 @@ _LEAK_WARNING: type[Warning] | None = None
 
 
 def privacy_leak_warning() -> type[Warning]:
-    """The category to warn with: :class:`PrivacyLeakWarning`, also diffprivlib's when importable.
+    """The category to warn with: :class:`PrivacyLeakWarning`, also diffprivlib's if imported.
+
+    Never imports diffprivlib: while it is not imported, nobody can have a filter on its
+    class.
 
     Returns
     -------
     type
-        :class:`PrivacyLeakWarning` itself when diffprivlib cannot be imported;
-        otherwise a subclass of both it and ``diffprivlib.utils.PrivacyLeakWarning``
-        (created once).
+        :class:`PrivacyLeakWarning` itself while diffprivlib is not imported; afterwards
+        a subclass of both it and ``diffprivlib.utils.PrivacyLeakWarning`` (created once).
     """
     global _LEAK_WARNING
     if _LEAK_WARNING is None:
-        try:
-            module = import_diffprivlib()
-        except DiffprivlibUnavailableError:
+        utils = sys.modules.get("diffprivlib.utils")
+        theirs = getattr(utils, "PrivacyLeakWarning", None)
+        if theirs is None:
             return PrivacyLeakWarning
         _LEAK_WARNING = type(
             "PrivacyLeakWarning",
-            (PrivacyLeakWarning, module.utils.PrivacyLeakWarning),
+            (PrivacyLeakWarning, theirs),
             {
                 "__doc__": PrivacyLeakWarning.__doc__,
                 "__module__": __name__,

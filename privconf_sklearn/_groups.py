@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import _short_repr
+from ._param_validation import short_repr
 
 __all__ = ["GroupIndex", "check_group_ids", "check_group_list", "group_ids_of_rows"]
 
@@ -69,7 +69,7 @@ def check_group_ids(ids, n_rows: int, *, source: str) -> np.ndarray:
     else:
         raise TypeError(
             f"{source} must return one group id per row: a 1-d array, list or tuple of "
-            f"length {n_rows}; got {_short_repr(ids)} of type {type(ids).__name__}."
+            f"length {n_rows}; got {short_repr(ids)} of type {type(ids).__name__}."
         )
     if array.ndim != 1 or array.shape[0] != n_rows:
         raise ValueError(

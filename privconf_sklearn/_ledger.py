@@ -40,16 +40,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._diffprivlib import default_accountant
-from ._validation import Constraint
+from ._param_validation import HasMethods
 
 __all__ = [
+    "LEDGER",
     "DetachedLedger",
     "DetachedLedgerError",
-    "LedgerConstraint",
     "LedgerReference",
     "reserve",
     "resolve_ledger",
 ]
+
+
+#: The accepted forms of ``accountant``: None (diffprivlib's default ledger) or an object
+#: with ``check(epsilon, delta)`` and ``spend(epsilon, delta)`` methods.
+LEDGER = [None, HasMethods(["check", "spend"])]
 
 
 class DetachedLedgerError(RuntimeError):
@@ -90,21 +95,6 @@ class DetachedLedger:
     def spend(self, epsilon: float, delta: float) -> None:
         """Refuse (see the class description)."""
         self._refuse()
-
-
-class LedgerConstraint(Constraint):
-    """An object with callable ``check(epsilon, delta)`` and ``spend(epsilon, delta)``."""
-
-    def accepts_type(self, value) -> bool:
-        """Duck typing on ``check`` and ``spend``."""
-        return callable(getattr(value, "check", None)) and callable(getattr(value, "spend", None))
-
-    def describe(self) -> str:
-        """Human-readable description."""
-        return (
-            "a privacy ledger with check(epsilon, delta) and spend(epsilon, delta) methods "
-            "(e.g. a diffprivlib BudgetAccountant)"
-        )
 
 
 #: Ledgers of this process that pickled estimators refer to, by token.

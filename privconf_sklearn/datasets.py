@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._validation import Interval, validate_params
+from ._param_validation import Interval, validate_params
 
 __all__ = ["make_poisson_outliers", "make_two_gaussians"]
 
@@ -35,9 +37,9 @@ def make_two_gaussians(n_samples: int = 10000, *, random_state=None):
     y : ndarray of shape (n_samples,), values in {0, 1}
     """
     n_samples = validate_params(
-        "make_two_gaussians",
-        {"n_samples": [Interval("integer", 2, MAX_ROWS)]},
+        {"n_samples": [Interval(Integral, 2, MAX_ROWS, closed="both")]},
         {"n_samples": n_samples},
+        "make_two_gaussians",
     )["n_samples"]
     rng = check_random_state(random_state)
     n1 = n_samples // 2
@@ -76,9 +78,9 @@ def make_poisson_outliers(n_samples: int = 2000, *, random_state=None):
     y : ndarray of shape (n_samples,)
     """
     n_samples = validate_params(
-        "make_poisson_outliers",
-        {"n_samples": [Interval("integer", 1, MAX_ROWS)]},
+        {"n_samples": [Interval(Integral, 1, MAX_ROWS, closed="both")]},
         {"n_samples": n_samples},
+        "make_poisson_outliers",
     )["n_samples"]
     rng = check_random_state(random_state)
     x = rng.uniform(1.0, 5.0, size=n_samples)

@@ -11,6 +11,8 @@ statement is on the card, ``card_.selection.rule``).
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.model_selection import ParameterGrid
@@ -18,7 +20,7 @@ from sklearn.utils import _safe_indexing, check_random_state, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._ledger import reserve, resolve_ledger
-from ._validation import InstanceOf, Options, validate_params
+from ._param_validation import Interval, StrOptions, validate_params
 from .base import BasePrivateConformal, CalibrationScorer
 from .cards import Candidate, CertificateSelection, Contract
 
@@ -127,10 +129,18 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
-        "contract": [InstanceOf(Contract)],
-        "param_grid": [InstanceOf(dict | list, "dict or list of dicts")],
-        "calibration_split": [Options("disjoint", "shared")],
+        "estimator": [BasePrivateConformal],
+        "contract": [Contract],
+        "param_grid": [dict, list],
+        # The stated training budget goes to the cards, which state its constraints.
+        "epsilon_train": CertificateSelection.training_constraints["epsilon_train"],
+        "delta_train": CertificateSelection.training_constraints["delta_train"],
+        "calibration_split": [StrOptions({"disjoint", "shared"})],
+        "random_state": [
+            None,
+            Interval(Integral, 0, 2**32 - 1, closed="both"),
+            np.random.RandomState,
+        ],
     }
 
     def __init__(
@@ -154,7 +164,9 @@ class CertificateAwareSearch(MetaEstimatorMixin, BaseEstimator):
 
     def _check_params(self) -> CertificateSelection:
         """Validate the search's parameters (no data read); the selection's rules."""
-        validate_params(self, self._parameter_constraints)
+        validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
         rules = CertificateSelection(
             self.contract,
             self.calibration_split,

@@ -24,13 +24,14 @@ import math
 import warnings
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
+from ._param_validation import Interval, validate_params
 from ._random import NoiseSource
-from ._validation import InstanceOf, Interval, NoneValue, validate_params
 from ._warnings import warn_at_caller
 from .mechanisms import (
     PCOQS,
@@ -180,9 +181,9 @@ class PrivateGroupSizes(BaseEstimator):
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0.0, None, closed="neither")],
-        "beta": [Interval("real", 0.0, 1.0, closed="neither")],
-        "group_ids": [NoneValue(), InstanceOf((list, tuple, np.ndarray), "list of group ids")],
+        "epsilon": [Interval(Real, 0.0, None, closed="neither")],
+        "beta": [Interval(Real, 0.0, 1.0, closed="neither")],
+        "group_ids": [None, list, tuple, np.ndarray],
     }
 
     def __init__(self, epsilon: float, *, beta: float = 1e-3, group_ids=None):
@@ -191,7 +192,10 @@ class PrivateGroupSizes(BaseEstimator):
         self.group_ids = group_ids
 
     def _checked(self) -> dict:
-        return validate_params(self, self._parameter_constraints)
+        """The parameters, validated (once per public call; helpers get the result)."""
+        return validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """Pure epsilon-DP of the released sizes under add/remove adjacency."""
@@ -205,13 +209,17 @@ class PrivateGroupSizes(BaseEstimator):
 
     def offset(self) -> float:
         """``c = max(0, log(1 / (2 beta)) / epsilon)``: ``P(Laplace(1/epsilon) > c) <= beta``."""
-        checked = self._checked()
+        return self._offset(self._checked())
+
+    @staticmethod
+    def _offset(checked: dict) -> float:
         return max(0.0, math.log(1.0 / (2.0 * checked["beta"])) / checked["epsilon"])
 
     def release(self, counts: np.ndarray, n_samples: int, noise: NoiseSource) -> np.ndarray:
         """The released lower bounds ``m_g`` for the true counts ``n_g`` (see the class)."""
-        epsilon = self._checked()["epsilon"]
-        noisy = counts + noise.laplace(1.0 / epsilon, counts.shape[0]) - self.offset()
+        checked = self._checked()
+        noisy = counts + noise.laplace(1.0 / checked["epsilon"], counts.shape[0])
+        noisy -= self._offset(checked)
         lower = np.clip(np.floor(noisy), 0, n_samples).astype(np.int64)
         return np.array([size_grid_floor(int(v)) for v in lower], dtype=np.int64)
 

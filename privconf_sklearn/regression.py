@@ -10,7 +10,6 @@ can be imported) and marks the privacy guarantee as not holding.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from ._base import BasePrivateConformal, common_constraints, warn_if_default_scorer
 from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
 from ._groups import GroupIndex, group_ids_of_rows
-from ._validation import Constraint, NoneValue
+from ._param_validation import Bounds
 from ._warnings import warn_at_caller
 from .mechanisms import Calibration
 from .mondrian import MondrianCalibration
@@ -44,37 +43,6 @@ class ScoreBoundsWarning(UserWarning):
     ``calibration_.owner_diagnostics``); a threshold at the upper bound gives intervals
     as wide as the bounds allow.
     """
-
-
-class ScoreBounds(Constraint):
-    """Public score bounds: a pair ``(low, high)`` of finite reals, ``low < high``."""
-
-    def accepts_type(self, value) -> bool:
-        """A tuple, list or 1-d array of real numbers (never bools)."""
-        return isinstance(value, tuple | list | np.ndarray) and all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
-            for v in np.asarray(value, dtype=object).reshape(-1).tolist()
-        )
-
-    def accepts_value(self, value) -> bool:
-        """Two finite values, ``low < high``, with a finite ``high - low``."""
-        if np.ndim(value) != 1 or len(value) != 2:
-            return False
-        try:
-            low, high = float(value[0]), float(value[1])
-        except OverflowError:  # an int beyond float64's range
-            return False
-        return (
-            math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low) and low < high
-        )
-
-    def convert(self, value):
-        """``(float(low), float(high))``."""
-        return float(value[0]), float(value[1])
-
-    def describe(self) -> str:
-        """Human-readable description."""
-        return "a pair (low, high) of finite real numbers with low < high"
 
 
 def check_targets(y) -> np.ndarray:
@@ -388,7 +356,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     _score_aliases = {"absolute": AbsoluteResidual, "cqr": CQR}
     _parameter_constraints = {
         **common_constraints(_score_aliases, mondrian_options=()),
-        "score_bounds": [NoneValue(), ScoreBounds()],
+        "score_bounds": [None, Bounds()],
     }
     _fitted_attribute_names = (
         *BasePrivateConformal._fitted_attribute_names,
@@ -454,7 +422,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
                     "pass score_bounds."
                 )
             return low, high, False
-        low, high = ScoreBounds().convert(self.score_bounds)
+        low, high = Bounds().convert(self.score_bounds)  # validated by the plan
         return low, high, True
 
     def _clip_to_range(self, score, scores: np.ndarray, low, high):

@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundations",
         (
-            "privconf_sklearn._validation",
+            "privconf_sklearn._param_validation",  # scikit-learn's constraints, one loop
+            "privconf_sklearn._validation",  # checks of data: scores, probabilities, labels
             "privconf_sklearn._random",
             "privconf_sklearn._diffprivlib",  # the one door to diffprivlib
             "privconf_sklearn._ledger",

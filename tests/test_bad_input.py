@@ -1,11 +1,14 @@
 """Bad input gets a clear error naming the parameter or values; nothing half-fitted stays."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.svm import LinearSVC
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
 from privconf_sklearn.mechanisms import ExponQ, FedCP2QQ, SplitConformal
@@ -55,33 +58,66 @@ def _assert_fails_atomically(estimator, X, y, error, match, **kwargs):
     assert _fitted_attributes(estimator) == before
 
 
-@pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5, np.nan, np.inf])
+ALPHA = (
+    r"The 'alpha' parameter of PrivateConformalClassifier must be a float in the range "
+    r"\(0\.0, 1\.0\)\. Got .+ instead\."
+)
+
+
+@pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5, np.nan, np.inf, 10**400])
 def test_alpha_outside_unit_interval(fitted, xy, alpha):
     pcc = PrivateConformalClassifier(fitted, mechanism=SplitConformal(), alpha=alpha)
+    _assert_fails_atomically(pcc, *xy, InvalidParameterError, ALPHA)
+
+
+@pytest.mark.parametrize("alpha", ["0.1", True, np.True_, None, [0.1]])
+def test_alpha_of_the_wrong_type(fitted, xy, alpha):
+    """Bools are not numbers (scikit-learn's own Interval(Real, ...) would take True)."""
+    pcc = PrivateConformalClassifier(fitted, mechanism=SplitConformal(), alpha=alpha)
+    _assert_fails_atomically(pcc, *xy, InvalidParameterError, ALPHA)
+
+
+def test_parameter_errors_are_scikit_learns(fitted, xy):
+    """One error class for a wrong type and a wrong value: scikit-learn's, both a
+    ValueError and a TypeError, naming the parameter, the accepted forms and the value."""
+    for alpha in ("0.1", 1.5):
+        pcc = PrivateConformalClassifier(fitted, mechanism=SplitConformal(), alpha=alpha)
+        with pytest.raises(InvalidParameterError) as info:
+            pcc.fit_calibrate(*xy)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+        assert str(info.value) == (
+            "The 'alpha' parameter of PrivateConformalClassifier must be a float in the "
+            f"range (0.0, 1.0). Got {alpha!r} instead."
+        )
+
+
+@pytest.mark.parametrize("epsilon", [0, -1.0, np.inf, np.nan, "1", None, True, 10**400])
+def test_epsilon_non_positive_or_non_finite(fitted, xy, epsilon):
+    pcc = PrivateConformalClassifier(fitted, mechanism=ExponQ(epsilon=epsilon))
     _assert_fails_atomically(
-        pcc, *xy, ValueError, r"alpha must be a finite real number in \(0, 1\)"
+        pcc,
+        *xy,
+        InvalidParameterError,
+        r"The 'epsilon' parameter of ExponQ must be a float in the range \(0\.0, inf\)\. Got",
     )
 
 
-@pytest.mark.parametrize("alpha", ["0.1", True, None, [0.1]])
-def test_alpha_of_the_wrong_type(fitted, xy, alpha):
-    pcc = PrivateConformalClassifier(fitted, mechanism=SplitConformal(), alpha=alpha)
-    _assert_fails_atomically(pcc, *xy, TypeError, "PrivateConformalClassifier: alpha must be")
-
-
-@pytest.mark.parametrize("epsilon", [0, -1.0, np.inf, np.nan, "1", None, True])
-def test_epsilon_non_positive_or_non_finite(fitted, xy, epsilon):
-    # Which of TypeError / ValueError is the mechanism's own constraints table's call.
-    pcc = PrivateConformalClassifier(fitted, mechanism=ExponQ(epsilon=epsilon))
-    _assert_fails_atomically(pcc, *xy, (TypeError, ValueError), "epsilon")
-
-
 @pytest.mark.parametrize(
-    "params", [{"n_bins": 1}, {"n_bins": 2.5}, {"n_bins": "many"}, {"gamma": 0.0}, {"gamma": 1.0}]
+    ("params", "expected"),
+    [
+        ({"n_bins": 1}, "a str among {'auto'} or an int in the range [2, 1000000]"),
+        ({"n_bins": 2.5}, "a str among {'auto'} or an int in the range [2, 1000000]"),
+        ({"n_bins": True}, "a str among {'auto'} or an int in the range [2, 1000000]"),
+        ({"n_bins": "many"}, "a str among {'auto'} or an int in the range [2, 1000000]"),
+        ({"gamma": 0.0}, "a str among {'auto'} or a float in the range (0.0, 1.0)"),
+        ({"gamma": 1.0}, "a str among {'auto'} or a float in the range (0.0, 1.0)"),
+    ],
 )
-def test_expon_q_parameters(fitted, xy, params):
+def test_expon_q_parameters(fitted, xy, params, expected):
+    ((name, value),) = params.items()
     pcc = PrivateConformalClassifier(fitted, mechanism=ExponQ(epsilon=1.0, **params))
-    _assert_fails_atomically(pcc, *xy, (TypeError, ValueError), next(iter(params)))
+    message = f"The '{name}' parameter of ExponQ must be {expected}. Got {value!r} instead."
+    _assert_fails_atomically(pcc, *xy, InvalidParameterError, re.escape(message))
 
 
 def test_labels_the_model_never_saw(fitted, xy):
@@ -145,36 +181,65 @@ def test_mismatched_lengths_and_empty_set(fitted, xy):
         pcc.fit_calibrate(X, None)
 
 
+def _names(parameter):
+    return f"The '{parameter}' parameter of PrivateConformalClassifier must be"
+
+
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        (dict(conformity_score="hinge"), ValueError, "conformity_score must be one of 'lac'"),
-        (dict(conformity_score="LAC"), ValueError, "conformity_score must be one of 'lac'"),
-        (dict(conformity_score=3), TypeError, "conformity_score must be"),
-        (dict(mechanism="exponq"), TypeError, "mechanism must be a QuantileMechanism"),
-        (dict(accountant="budget"), TypeError, "accountant must be None or a privacy ledger"),
-        (dict(random_state=-1), ValueError, "random_state must be"),
-        (dict(random_state="seed"), TypeError, "random_state must be"),
-        (dict(random_state=1.5), TypeError, "random_state must be"),
-        (dict(prefit="no"), TypeError, "prefit must be a bool"),
-        (dict(prefit=1), TypeError, "prefit must be a bool"),
-        (dict(adjacency="replace one"), ValueError, "adjacency must be one of 'replace-one'"),
-        (dict(adjacency=None), TypeError, "adjacency must be one of"),
-        (dict(mondrian="label"), ValueError, "mondrian must be None or one of 'class'"),
-        (dict(mondrian=3), TypeError, "mondrian must be"),
+        (dict(conformity_score="hinge"), InvalidParameterError, _names("conformity_score")),
+        (dict(conformity_score="LAC"), InvalidParameterError, _names("conformity_score")),
+        (dict(conformity_score=3), InvalidParameterError, _names("conformity_score")),
+        (
+            dict(mechanism="exponq"),
+            InvalidParameterError,
+            _names("mechanism") + r" an instance of '.*QuantileMechanism'",
+        ),
+        (
+            dict(accountant="budget"),
+            InvalidParameterError,
+            _names("accountant") + " None or an object implementing 'check' and 'spend'",
+        ),
+        (dict(random_state=-1), InvalidParameterError, _names("random_state")),
+        (dict(random_state="seed"), InvalidParameterError, _names("random_state")),
+        (dict(random_state=1.5), InvalidParameterError, _names("random_state")),
+        (dict(random_state=True), InvalidParameterError, _names("random_state")),
+        (
+            dict(prefit="no"),
+            InvalidParameterError,
+            _names("prefit") + " an instance of 'bool' or an instance of 'numpy.bool",
+        ),
+        (dict(prefit=1), InvalidParameterError, _names("prefit")),
+        (
+            dict(adjacency="replace one"),
+            InvalidParameterError,
+            _names("adjacency") + " a str among",
+        ),
+        (dict(adjacency=None), InvalidParameterError, _names("adjacency") + " a str among"),
+        (
+            dict(mondrian="label"),
+            InvalidParameterError,
+            _names("mondrian") + r" None, a str among \{'class'\} or a callable",
+        ),
+        (dict(mondrian=3), InvalidParameterError, _names("mondrian")),
         (dict(mondrian="class"), ValueError, "needs group_sizes: 'public'"),
         (dict(group_sizes="public"), ValueError, "group_sizes='public' is only used with"),
-        (dict(mondrian="class", group_sizes="private"), ValueError, "group_sizes must be"),
-        (dict(mondrian="class", group_sizes=0.1), TypeError, "group_sizes must be"),
+        (
+            dict(mondrian="class", group_sizes="private"),
+            InvalidParameterError,
+            _names("group_sizes"),
+        ),
+        (dict(mondrian="class", group_sizes=0.1), InvalidParameterError, _names("group_sizes")),
         (
             dict(mondrian="class", group_sizes=PrivateGroupSizes(epsilon=0.0)),
-            ValueError,
-            "PrivateGroupSizes: epsilon must be",
+            InvalidParameterError,
+            "The 'epsilon' parameter of PrivateGroupSizes must be",
         ),
         (
             dict(mondrian="class", group_sizes=PrivateGroupSizes(epsilon=1.0, beta=1.0)),
-            ValueError,
-            "PrivateGroupSizes: beta must be",
+            InvalidParameterError,
+            "The 'beta' parameter of PrivateGroupSizes must be",
         ),
         (
             dict(mondrian="class", group_sizes=PrivateGroupSizes(1.0, group_ids=[0, 1])),
@@ -263,15 +328,16 @@ def test_predict_before_fit(fitted, xy):
             getattr(pcc, method)(xy[0])
 
 
-@pytest.mark.parametrize(
-    ("n_samples", "error"),
-    [(2.5, TypeError), ("100", TypeError), (True, TypeError), (0, ValueError), (10**8, ValueError)],
-)
-def test_dataset_sizes(n_samples, error):
+@pytest.mark.parametrize("n_samples", [2.5, "100", True, 0, 10**8])
+def test_dataset_sizes(n_samples):
     from privconf_sklearn.datasets import make_poisson_outliers, make_two_gaussians
 
-    for make in (make_two_gaussians, make_poisson_outliers):
-        with pytest.raises(error, match="n_samples must be an integer in"):
+    for make, low in ((make_two_gaussians, 2), (make_poisson_outliers, 1)):
+        expected = (
+            f"The 'n_samples' parameter of {make.__name__} must be an int in the range "
+            f"[{low}, 10000000]. Got {n_samples!r} instead."
+        )
+        with pytest.raises(InvalidParameterError, match=re.escape(expected)):
             make(n_samples)
 
 

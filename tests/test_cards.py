@@ -98,13 +98,13 @@ class AddRemoveOnly(QuantileMechanism):
     def __init__(self, epsilon):
         self.epsilon = epsilon
 
-    def privacy_guarantee(self):
+    def _privacy_guarantee(self, params):
         return PrivacyGuarantee.pure(self.epsilon, adjacency="add/remove", description="test")
 
-    def coverage_certificate(self, n_samples, alpha):
+    def _coverage_certificate(self, params, n_samples, alpha):
         return CoverageCertificate(1.0 - alpha)
 
-    def _calibrate(self, scores, alpha, groups, noise):  # pragma: no cover - not calibrated
+    def _calibrate(self, params, scores, alpha, groups, noise):  # pragma: no cover
         raise NotImplementedError
 
 

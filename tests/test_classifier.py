@@ -12,6 +12,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.naive_bayes import GaussianNB
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privconf_sklearn import InfeasibleCalibrationWarning, PrivateConformalClassifier
@@ -172,8 +173,12 @@ def test_batch_size_gives_identical_sets(data, model):
     full = pcc.predict_set(X_test)
     for batch_size in (1, 7, 999, 10**6):
         assert np.array_equal(pcc.predict_set(X_test, batch_size=batch_size), full)
-    for bad in (0, -3, 2.5, True):
-        with pytest.raises(ValueError, match="batch_size"):
+    expected = (
+        r"The 'batch_size' parameter of PrivateConformalClassifier\.predict_set must be None "
+        r"or an int in the range \[1, inf\)\. Got .+ instead\."
+    )
+    for bad in (0, -3, 2.5, True, np.True_):
+        with pytest.raises(InvalidParameterError, match=expected):
             pcc.predict_set(X_test, batch_size=bad)
 
 

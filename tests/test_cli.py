@@ -20,7 +20,7 @@ def _cards():
         ExponQ(epsilon=1.0), 3000, 0.1, contract=CONTRACT, epsilon_train=2.0
     )
     not_met = ContractCard.for_configuration(
-        ExponQ(epsilon=1.0), 50, 0.1, contract=CONTRACT, epsilon_train=2.0
+        ExponQ(epsilon=1.0), 10, 0.1, contract=CONTRACT, epsilon_train=2.0
     )
     return met, not_met
 

@@ -11,6 +11,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from scipy.stats import binom
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.federated import (
@@ -434,27 +435,29 @@ def test_infeasible_plans_take_no_messages():
 
 
 def test_make_plan_rejects_bad_public_input():
-    with pytest.raises(ValueError, match="2 to 10000 agents"):
-        make_plan([100], ALPHA)
-    with pytest.raises(ValueError, match=r"agent_sizes\[1\]"):
-        make_plan([100, 0], ALPHA)
-    with pytest.raises(TypeError, match=r"agent_sizes\[1\]"):
-        make_plan([100, 10.0], ALPHA)
-    with pytest.raises(TypeError, match=r"agent_sizes\[0\]"):
-        make_plan([True, 10], ALPHA)
-    with pytest.raises(ValueError, match="alpha"):
-        make_plan([100, 100], 1.5)
-    with pytest.raises(ValueError, match="epsilon"):
-        make_plan([100, 100], ALPHA, epsilon=-1.0)
-    with pytest.raises(TypeError, match="n_bins"):
-        make_plan([100, 100], ALPHA, epsilon=1.0, n_bins=None)
-    with pytest.raises(TypeError, match="agent_sizes must be a list"):
-        make_plan("100,100", ALPHA)
+    def rejects(match, *args, **kwargs):
+        with pytest.raises(InvalidParameterError, match=match):
+            make_plan(*args, **kwargs)
+
+    rejects("make_plan: federated calibration needs 2 to 10000 agents", [100], ALPHA)
+    size = r"The 'agent_sizes\[{}\]' parameter of make_plan must be an int in the range"
+    rejects(size.format(1) + r" \[1, 1000000000\]\. Got 0 instead\.", [100, 0], ALPHA)
+    rejects(size.format(1), [100, 10.0], ALPHA)
+    rejects(size.format(0), [True, 10], ALPHA)
+    rejects("The 'alpha' parameter of make_plan must be", [100, 100], 1.5)
+    rejects("The 'epsilon' parameter of make_plan must be", [100, 100], ALPHA, epsilon=-1.0)
+    rejects("The 'n_bins' parameter of make_plan", [100, 100], ALPHA, epsilon=1.0, n_bins=None)
+    rejects(
+        "The 'agent_sizes' parameter of make_plan must be an instance of 'list'", "100,100", ALPHA
+    )
 
 
 def test_make_plan_refuses_astronomical_sizes_before_any_work():
-    match = r"agent_sizes\[0\] must be an integer in \[1, 1000000000\]"
-    with pytest.raises(ValueError, match=match):
+    match = (
+        r"The 'agent_sizes\[0\]' parameter of make_plan must be an int in the range "
+        r"\[1, 1000000000\]"
+    )
+    with pytest.raises(InvalidParameterError, match=match):
         make_plan((2**40,) * 2, ALPHA)
 
 

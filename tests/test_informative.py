@@ -53,13 +53,13 @@ class _FeasibleFrom(QuantileMechanism):
     def __init__(self, smallest=1234):
         self.smallest = smallest
 
-    def privacy_guarantee(self):
+    def _privacy_guarantee(self, params):
         return PrivacyGuarantee.no_privacy()
 
-    def coverage_certificate(self, n_samples, alpha):
+    def _coverage_certificate(self, params, n_samples, alpha):
         return CoverageCertificate(1 - alpha, feasible=n_samples >= self.smallest)
 
-    def _calibrate(self, scores, alpha, groups, noise):
+    def _calibrate(self, params, scores, alpha, groups, noise):
         raise NotImplementedError
 
 

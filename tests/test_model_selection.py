@@ -14,6 +14,7 @@ from diffprivlib.models import GaussianNB
 from diffprivlib.utils import BudgetError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn import PrivateConformalClassifier
 from privconf_sklearn.cards import Contract, verify_card
@@ -200,7 +201,11 @@ def test_not_enough_rows_is_an_error():
     federated = {"mechanism": [FedCP2QQ(epsilon=1.0, n_agents=4)], "calibration_size": [4000]}
     with pytest.raises(ValueError, match="federated"):
         _search(0.7, grid=federated).screen()
-    with pytest.raises(TypeError, match="CertificateAwareSearch: epsilon_train must be"):
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"The 'epsilon_train' parameter of CertificateAwareSearch must be None or a float "
+        r"in the range \[0\.0, inf\]\. Got True instead\.",
+    ):
         _search(0.7, epsilon_train=True).screen()
     with pytest.raises(ValueError, match="param_grid holds no configuration"):
         _search(0.7, grid=[]).fit(X_cal, y_cal)

@@ -78,8 +78,8 @@ def first_column(X):
 class AddRemoveOnly(ExponQ):
     """ExponQ stated as private under add/remove adjacency only (like its monotone scaling)."""
 
-    def privacy_guarantee(self):
-        return PrivacyGuarantee.pure(self.epsilon, adjacency="add/remove")
+    def _privacy_guarantee(self, params):
+        return PrivacyGuarantee.pure(params["epsilon"], adjacency="add/remove")
 
 
 class AddRemoveOnlyPCOQS(PCOQS):

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.dummy import DummyRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn import (
     InfeasibleCalibrationWarning,
@@ -458,14 +459,23 @@ def test_pair_of_estimators_is_rejected_with_hint(data, linear):
 
 def test_unknown_score_and_normalized_misuse(data, linear):
     _, (X_cal, y_cal), _ = data
-    with pytest.raises(ValueError, match="conformity_score must be one of 'absolute', 'cqr'"):
+    expected = (
+        r"The 'conformity_score' parameter of PrivateConformalRegressor must be a str among "
+        r"\{('absolute', 'cqr'|'cqr', 'absolute')\} or an instance of "
+        r"'privconf_sklearn.scores._base.BaseConformityScore'\. Got 'lac' instead\."
+    )
+    with pytest.raises(InvalidParameterError, match=expected):
         PrivateConformalRegressor(
             linear, mechanism=SplitConformal(), conformity_score="lac", score_bounds=(0, 1)
         ).fit_calibrate(X_cal, y_cal)
     cases = [
         (NormalizedResidual(Ridge()), NotFittedError, "difficulty_estimator Ridge is not fitted"),
         (NormalizedResidual(_sigma_model(-1.0)), ValueError, "values <= 0 in 2000 rows"),
-        (NormalizedResidual(_sigma_model(1.0), min_difficulty=0), ValueError, "min_difficulty"),
+        (
+            NormalizedResidual(_sigma_model(1.0), min_difficulty=0),
+            InvalidParameterError,
+            "The 'min_difficulty' parameter of NormalizedResidual must be None or a float",
+        ),
         (NormalizedResidual(object()), TypeError, "difficulty_estimator.predict"),
     ]
     for score, error, match in cases:

@@ -6,6 +6,8 @@ thresholds one ulp either side of a score; the scores equal a plain numpy formul
 papers; rows processed in blocks give the same results as rows processed alone.
 """
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +16,7 @@ from hypothesis.extra.numpy import arrays
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn import PrivateConformalClassifier
 from privconf_sklearn.mechanisms import ExponQ, SplitConformal
@@ -253,24 +256,31 @@ def test_raps_natural_bounds_come_from_the_fitted_estimator():
     assert LAC().natural_bounds == APS().natural_bounds == (0.0, 1.0)
 
 
+RAPS_ERROR = "The '{}' parameter of RAPS must be {}. Got {!r} instead."
+BOOLEAN = "an instance of 'bool' or an instance of 'numpy.bool'"
+
+
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        ({"randomized": "yes"}, TypeError, "randomized must be a bool"),
-        ({"randomized": 1}, TypeError, "randomized must be a bool"),
-        ({"k_reg": 1.5}, TypeError, "k_reg must be an integer"),
-        ({"k_reg": True}, TypeError, "k_reg must be an integer"),
-        ({"k_reg": "2"}, TypeError, "k_reg must be an integer"),
-        ({"k_reg": -1}, ValueError, "k_reg must be an integer in"),
-        ({"lambda_": "0.1"}, TypeError, "lambda_ must be a finite real"),
-        ({"lambda_": -0.01}, ValueError, "lambda_ must be a finite real"),
-        ({"lambda_": float("nan")}, ValueError, "lambda_ must be a finite real"),
-        ({"lambda_": float("inf")}, ValueError, "lambda_ must be a finite real"),
+        ({"randomized": "yes"}, InvalidParameterError, BOOLEAN),
+        ({"randomized": 1}, InvalidParameterError, BOOLEAN),
+        ({"k_reg": 1.5}, InvalidParameterError, "an int in the range [0, inf)"),
+        ({"k_reg": True}, InvalidParameterError, "an int in the range [0, inf)"),
+        ({"k_reg": "2"}, InvalidParameterError, "an int in the range [0, inf)"),
+        ({"k_reg": -1}, InvalidParameterError, "an int in the range [0, inf)"),
+        ({"lambda_": "0.1"}, InvalidParameterError, "a float in the range [0.0, inf)"),
+        ({"lambda_": -0.01}, InvalidParameterError, "a float in the range [0.0, inf)"),
+        ({"lambda_": float("nan")}, InvalidParameterError, "a float in the range [0.0, inf)"),
+        ({"lambda_": float("inf")}, InvalidParameterError, "a float in the range [0.0, inf)"),
         ({"lambda_": 1e308}, ValueError, "too large for 3 classes"),
     ],
 )
 def test_bad_raps_parameters(params, error, match):
     proba = np.array([[0.5, 0.3, 0.2]])
+    if error is InvalidParameterError:
+        ((name, value),) = params.items()
+        match = re.escape(RAPS_ERROR.format(name, match, value))
     with pytest.raises(error, match=match):
         RAPS(**params).conformity_scores(proba, np.array([0]))
     with pytest.raises(error, match=match):
@@ -278,7 +288,9 @@ def test_bad_raps_parameters(params, error, match):
 
 
 def test_bad_aps_parameter():
-    with pytest.raises(TypeError, match="APS: randomized must be a bool"):
+    with pytest.raises(
+        InvalidParameterError, match=f"The 'randomized' parameter of APS must be {BOOLEAN}"
+    ):
         APS(randomized="yes").conformity_scores(np.array([[1.0, 0.0]]), np.array([0]))
 
 

@@ -50,7 +50,8 @@ def exponq_parameter_table(
     for n in sizes:
         n_cal = split_sizes(n)[1]
         for epsilon in budgets:
-            m_lib, _, q_lib = ExponQ(epsilon=epsilon).resolve_parameters(n_cal, alpha)
+            resolved = ExponQ(epsilon=epsilon, scaling="paper").resolve_parameters(n_cal, alpha)
+            m_lib, q_lib = resolved.n_bins, resolved.level
             if m_lib is None:
                 library = ["infeasible", f"{q_lib:.4f} >= 1", ""]
                 scale_lib = np.nan

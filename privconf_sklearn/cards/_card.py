@@ -14,13 +14,14 @@ import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Annotated, Any
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import Boolean, InstanceOf, Interval, Options, validate_params
+from .._param_validation import Interval, StrOptions, validate_params
 from .._warnings import warn_at_caller
 from ..base import BasePrivateConformal
 from ..mechanisms import Calibration, QuantileMechanism
@@ -89,19 +90,19 @@ NO_ROWS = "the group's calibration size is 0: its sets are trivial"
 
 #: Constraints of the arguments of the public entry points.
 ARGUMENTS = {
-    "calibration": [InstanceOf(Calibration)],
-    "mechanism": [InstanceOf(QuantileMechanism)],
-    "estimator": [InstanceOf(BasePrivateConformal, "private conformal estimator")],
-    "contract": optional([InstanceOf(Contract)]),
-    "adjacency": optional([Options(*ADJACENCIES)]),
+    "calibration": [Calibration],
+    "mechanism": [QuantileMechanism],
+    "estimator": [BasePrivateConformal],
+    "contract": optional([Contract]),
+    "adjacency": optional([StrOptions(set(ADJACENCIES))]),
     "n_samples": SIZE,
-    "alpha": [Interval("real", 0, 1, closed="neither")],
+    "alpha": [Interval(Real, 0, 1, closed="neither")],
     "agent_sizes": optional([Items(*SIZE)]),
-    "public": [Boolean()],
-    "include_owner_diagnostics": [Boolean()],
+    "public": ["boolean"],
+    "include_owner_diagnostics": ["boolean"],
 }
 CLAUSE_LIST = [Items(Nested(Clause), max_length=len(CLAUSES))]
-DECISIONS = [Options("feasible", "infeasible", "unchecked")]
+DECISIONS = [StrOptions({"feasible", "infeasible", "unchecked"})]
 #: JSON paths of the card's fields outside ``formal.<name>``.
 _PATHS = {
     "training_privacy": "formal.privacy.training",
@@ -114,8 +115,8 @@ _PATHS = {
 
 
 def check_arguments(owner: str, **values) -> dict[str, Any]:
-    """``values`` checked against :data:`ARGUMENTS` (TypeError / ValueError naming them)."""
-    return validate_params(owner, {name: ARGUMENTS[name] for name in values}, values)
+    """``values`` checked against :data:`ARGUMENTS` (``InvalidParameterError`` naming them)."""
+    return validate_params({name: ARGUMENTS[name] for name in values}, values, owner)
 
 
 class OwnerDiagnosticsWarning(UserWarning):

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Real
 from typing import Annotated
 
-from .._validation import Interval, Options
+from .._param_validation import Interval, StrOptions
 from ..privacy import ADJACENCIES
 from ._records import Budget, Flag, MaybeBudget, OpenUnit, Record, Signed, Text, forms
 
@@ -34,9 +35,9 @@ CLAUSES = (
     "delta_cal",
     "informative",
 )
-CLAUSE_NAMES = [Options(*CLAUSES)]
-BelowOne = Annotated[float, forms(Interval("real", 0, 1, closed="left"))]
-Relation = Annotated[str, forms(Options(*ADJACENCIES))]
+CLAUSE_NAMES = [StrOptions(set(CLAUSES))]
+BelowOne = Annotated[float, forms(Interval(Real, 0, 1, closed="left"))]
+Relation = Annotated[str, forms(StrOptions(set(ADJACENCIES)))]
 
 #: What the ``informative`` clause requires, and what a release at the top means.
 INFORMATIVE = (

@@ -1,10 +1,10 @@
 """The records of a contract card (the contract-cards paper's Table 1).
 
 A record is a dataclass whose annotations are its schema: ``Annotated`` types carry the
-accepted forms (:mod:`privconf_sklearn._validation` constraints), record types nest.
-That one declaration validates a record when it is built (``TypeError`` /
-``ValueError`` naming the field), writes it (:func:`to_plain`) and reads it back
-(:func:`from_plain`, ``CardFormatError`` naming the JSON path).
+accepted forms (scikit-learn constraints, :mod:`privconf_sklearn._param_validation`),
+record types nest. That one declaration validates a record when it is built
+(``InvalidParameterError`` naming the field), writes it (:func:`to_plain`) and reads it
+back (:func:`from_plain`, ``CardFormatError`` naming the JSON path).
 """
 
 from __future__ import annotations
@@ -13,12 +13,19 @@ import math
 import re
 import types
 from dataclasses import dataclass, field, fields
+from numbers import Integral, Real
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
-from .._validation import Boolean, Constraint, InstanceOf, Interval, NoneValue, Options
-from .._validation import validate_params as _validate_params
+from .._param_validation import (
+    Constraint,
+    Interval,
+    StrOptions,
+    canonical_value,
+    constraint_of,
+    validate_params,
+)
 from ..privacy import ADJACENCY_STATEMENTS, PrivacyGuarantee
 from ._codec import CardFormatError, canonical_bytes, plain_value
 
@@ -42,69 +49,77 @@ MAX_ITEMS = 100_000
 
 
 class Check(Constraint):
-    """A constraint from a description, a type test, a value test and a conversion."""
+    """A constraint from a description, a test and a conversion."""
 
-    def __init__(self, description: str, of_type, value=None, convert=None):
-        self.description, self.of_type, self.value, self.conversion = (
-            description,
-            of_type,
-            value,
-            convert,
-        )
+    def __init__(self, description: str, test, convert=None):
+        super().__init__()
+        self.description, self.test, self.conversion = description, test, convert
 
-    def accepts_type(self, value) -> bool:
-        """The type test."""
-        return bool(self.of_type(value))
-
-    def accepts_value(self, value) -> bool:
-        """The value test (none: any value)."""
-        return self.value is None or bool(self.value(value))
+    def is_satisfied_by(self, val) -> bool:
+        """The test."""
+        return bool(self.test(val))
 
     def convert(self, value):
         """The conversion (none: unchanged)."""
         return value if self.conversion is None else self.conversion(value)
 
-    def describe(self) -> str:
-        """The description."""
+    def __str__(self) -> str:
         return self.description
 
 
-class Items(Check):
-    """A list, tuple or array of at most ``max_length`` items, each meeting an option."""
+class Items(Constraint):
+    """A list, tuple or 1-d array of at most ``max_length`` items, each meeting an option.
 
-    def __init__(self, *options: Constraint, max_length: int = MAX_ITEMS, length=None):
-        self.options = options
-        each = " or ".join(option.describe() for option in options)
-        super().__init__(
-            f"a sequence of {length or f'at most {max_length}'} items, each {each}",
-            lambda values: isinstance(values, list | tuple | np.ndarray),
-            lambda values: (
-                len(values) <= max_length
-                and length in (None, len(values))
-                and all(self.option(v) is not None for v in values)
-            ),
-            lambda values: tuple(self.option(v).convert(v) for v in values),
-        )
+    Converted to a tuple of the items in canonical form.
+    """
+
+    def __init__(self, *options, max_length: int = MAX_ITEMS, length=None):
+        super().__init__()
+        self.options = [constraint_of(option) for option in options]
+        self.max_length, self.length = max_length, length
 
     def option(self, value):
         """The first option accepting ``value``, or None."""
-        return next(
-            (o for o in self.options if o.accepts_type(value) and o.accepts_value(value)), None
+        return next((o for o in self.options if o.is_satisfied_by(value)), None)
+
+    def is_satisfied_by(self, val) -> bool:
+        """A sequence of the right length whose every item meets an option."""
+        if not isinstance(val, list | tuple | np.ndarray) or np.ndim(val) != 1:
+            return False
+        return (
+            len(val) <= self.max_length
+            and self.length in (None, len(val))
+            and all(self.option(v) is not None for v in val)
         )
 
+    def convert(self, values) -> tuple:
+        """A tuple of the items in canonical form."""
+        return tuple(canonical_value(self.option(v), v) for v in values)
 
-class Nested(InstanceOf):
+    def __str__(self) -> str:
+        each = " or ".join(str(option) for option in self.options)
+        return f"a sequence of {self.length or f'at most {self.max_length}'} items, each {each}"
+
+
+class Nested(Constraint):
     """A record; one of another class (a ``PrivacyGuarantee``) is checked and rebuilt."""
+
+    def __init__(self, kind: type):
+        super().__init__()
+        self.kind = kind
+
+    def is_satisfied_by(self, val) -> bool:
+        """An instance of the record class."""
+        return isinstance(val, self.kind)
 
     def convert(self, value):
         """Records validate themselves; others are checked against their schema."""
         if isinstance(value, Record):
             return value
-        return self.kind(**_validate_params(self.name, schema_of(self.kind), vars(value)))
+        return self.kind(**validate_params(schema_of(self.kind), vars(value), self.kind.__name__))
 
-
-def _real(value) -> bool:
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    def __str__(self) -> str:
+        return f"an instance of {self.kind.__name__!r}"
 
 
 def distinct_ids(ids) -> bool:
@@ -113,54 +128,56 @@ def distinct_ids(ids) -> bool:
     return len(keys) == len(ids) > 0
 
 
-def forms(*constraints: Constraint) -> list[Constraint]:
+def forms(*constraints) -> list:
     """The accepted forms of a field, for its ``Annotated`` type."""
     return list(constraints)
 
 
 def optional(constraints: list) -> list:
     """``constraints`` or None."""
-    return [NoneValue(), *constraints]
+    return [None, *constraints]
 
 
 def _hex(length: int) -> Check:
     pattern = re.compile(f"[0-9a-f]{{{length}}}")
-    return Check(f"{length} lower-case hex digits", lambda v: isinstance(v, str), pattern.fullmatch)
+    return Check(
+        f"{length} lower-case hex digits",
+        lambda v: isinstance(v, str) and pattern.fullmatch(v) is not None,
+    )
 
 
-INF = Check("inf", _real, lambda value: value == math.inf, float)
 #: A Mondrian group id: any JSON value but null (a class label, a declared id...).
 GROUP_ID = Check("a JSON value other than null", lambda value: value is not None)
-TEXT = [InstanceOf(str, "string")]
-UNIT = [Interval("real", 0, 1)]
-BUDGET = [Interval("real", 0, None), INF]  # a privacy loss: >= 0, inf allowed
-SIGNED = [Interval("real"), INF, Check("-inf", _real, lambda v: v == -math.inf, float)]
-SIZE = [Interval("integer", 1, MAX_SAMPLES)]
-COUNT = [Interval("integer", 0, MAX_ITEMS)]
+TEXT: list = [str]
+UNIT = [Interval(Real, 0, 1, closed="both")]
+BUDGET = [Interval(Real, 0, None, closed="both")]  # a privacy loss: >= 0, inf allowed
+SIGNED = [Interval(Real, None, None, closed="both")]  # any real number or +-inf, not NaN
+SIZE = [Interval(Integral, 1, MAX_SAMPLES, closed="both")]
+COUNT = [Interval(Integral, 0, MAX_ITEMS, closed="both")]
 
 # Field types: the annotation is the schema.
 Text = Annotated[str, TEXT]
-Flag = Annotated[bool, forms(Boolean())]
+Flag = Annotated[bool, forms("boolean")]
 Unit = Annotated[float, UNIT]
-OpenUnit = Annotated[float, forms(Interval("real", 0, 1, closed="neither"))]
+OpenUnit = Annotated[float, forms(Interval(Real, 0, 1, closed="neither"))]
 Budget = Annotated[float, BUDGET]
 Signed = Annotated[float | None, optional(SIGNED)]
 Count = Annotated[int, COUNT]
-Measure = Annotated[float | None, optional([Interval("real", 0, None)])]
+Measure = Annotated[float | None, optional([Interval(Real, 0, None, closed="left")])]
 MaybeUnit = Annotated[float | None, optional(UNIT)]
 MaybeBudget = Annotated[float | None, optional(BUDGET)]
 MaybeText = Annotated[str | None, optional(TEXT)]
 MaybeCount = Annotated[int | None, optional(COUNT)]
-Mapping = Annotated[dict[str, Any], forms(InstanceOf(dict, "dict"))]
+Mapping = Annotated[dict[str, Any], forms(dict)]
 
 #: The schema of a calibration guarantee (a class of the privacy layer).
 GUARANTEE: dict[str, list] = {
-    "notion": [Options("pure", "zcdp", "local", "none")],
+    "notion": [StrOptions({"pure", "zcdp", "local", "none"})],
     "epsilon": BUDGET,
     "delta": UNIT,
     "rho": optional(BUDGET),
-    "adjacency": [Options(*ADJACENCY_STATEMENTS)],
-    "holds": [Boolean()],
+    "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
+    "holds": ["boolean"],
     "description": TEXT,
 }
 
@@ -175,7 +192,7 @@ def _constraints(hint) -> list:
     if get_origin(hint) is tuple:
         return [Items(*_constraints(get_args(hint)[0]))]
     kinds = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
-    return [NoneValue() if kind is type(None) else Nested(kind) for kind in kinds]
+    return [None if kind is type(None) else Nested(kind) for kind in kinds]
 
 
 def schema_of(cls: type) -> dict[str, list]:
@@ -194,7 +211,7 @@ class Record:
     def __post_init__(self):
         schema = schema_of(type(self))
         values = {name: getattr(self, name) for name in schema}
-        for name, value in _validate_params(type(self).__name__, schema, values).items():
+        for name, value in validate_params(schema, values, type(self).__name__).items():
             object.__setattr__(self, name, value)
         self._check()
 
@@ -309,7 +326,7 @@ class Configuration(Record):
         group, and the contract must hold in each.
     """
 
-    task: Annotated[str, forms(Options("classification", "regression", "unspecified"))]
+    task: Annotated[str, forms(StrOptions({"classification", "regression", "unspecified"}))]
     alpha: OpenUnit
     nominal_coverage: OpenUnit
     n_samples: Annotated[int, SIZE]
@@ -319,7 +336,7 @@ class Configuration(Record):
     agent_sizes: Annotated[tuple[int, ...] | None, optional([Items(*SIZE)])] = None
     mondrian: MaybeText = None
     group_sizes: Annotated[
-        str | ComponentSpec | None, forms(NoneValue(), Options("public"), Nested(ComponentSpec))
+        str | ComponentSpec | None, forms(None, StrOptions({"public"}), Nested(ComponentSpec))
     ] = None
     groups: Annotated[tuple | None, optional([Items(GROUP_ID)])] = None
 
@@ -423,14 +440,19 @@ class Release(Record):
     """
 
     threshold: Unit
-    threshold_score_units: Annotated[float | None, optional([Interval("real")])]
-    score_bounds: Annotated[
-        tuple[float, float] | None, optional([Items(Interval("real"), length=2)])
+    threshold_score_units: Annotated[
+        float | None, optional([Interval(Real, None, None, closed="neither")])
     ]
-    score_bounds_source: Annotated[str | None, optional([Options("public", "calibration data")])]
+    score_bounds: Annotated[
+        tuple[float, float] | None,
+        optional([Items(Interval(Real, None, None, closed="neither"), length=2)]),
+    ]
+    score_bounds_source: Annotated[
+        str | None, optional([StrOptions({"public", "calibration data"})])
+    ]
     target_level: Measure
     coverage_upper_bound: MaybeUnit
-    upper_bound_atom_slope: Annotated[float, forms(Interval("real", 0, None))]
+    upper_bound_atom_slope: Annotated[float, forms(Interval(Real, 0, None, closed="left"))]
     informative: Flag
     coverage_holds: Flag
     reason: Text
@@ -466,8 +488,8 @@ class CalibrationEntry(Record):
         The release (None for a configuration never calibrated).
     """
 
-    group: Annotated[Any, forms(NoneValue(), Check("a JSON value", lambda value: True))]
-    n_samples: Annotated[int, forms(Interval("integer", 0, MAX_SAMPLES))]
+    group: Annotated[Any, forms(None, Check("a JSON value", lambda value: True))]
+    n_samples: Annotated[int, forms(Interval(Integral, 0, MAX_SAMPLES, closed="both"))]
     certificate: Certificate
     release: Release | None
 
@@ -505,7 +527,7 @@ class Candidate(Record):
     certificate: Certificate
     formally_feasible: Flag
     status: Annotated[
-        str, forms(Options("infeasible", "dominated", "skipped", "evaluated", "chosen"))
+        str, forms(StrOptions({"infeasible", "dominated", "skipped", "evaluated", "chosen"}))
     ]
     note: Text
 
@@ -535,13 +557,13 @@ class Selection(Record):
     """
 
     rule: Text
-    calibration_split: Annotated[str, forms(Options("disjoint", "shared"))]
+    calibration_split: Annotated[str, forms(StrOptions({"disjoint", "shared"}))]
     n_checked: Count
     n_formally_feasible: Count
     n_selected: Count
     n_evaluated: Count
     chosen_index: MaybeCount
-    best_coverage_margin: Annotated[float, forms(Interval("real", -1, 1))]
+    best_coverage_margin: Annotated[float, forms(Interval(Real, -1, 1, closed="both"))]
     spent_epsilon_cal: Budget
     spent_delta_cal: Unit
     candidates: tuple[Candidate, ...]
@@ -583,7 +605,7 @@ class Diagnostics(Record):
         Diagnostics of every configuration a search evaluated.
     """
 
-    n_test: Annotated[int | None, optional([Interval("integer", 0, None)])] = None
+    n_test: Annotated[int | None, optional([Interval(Integral, 0, None, closed="left")])] = None
     empirical_coverage: MaybeUnit = None
     mean_set_size: Measure = None
     singleton_rate: MaybeUnit = None
@@ -609,6 +631,6 @@ class Signature(Record):
         The signature (128 hex digits) of the bytes ``formal_sha256`` is taken over.
     """
 
-    algorithm: Annotated[str, forms(Options("ed25519"))]
+    algorithm: Annotated[str, forms(StrOptions({"ed25519"}))]
     public_key: Annotated[str, forms(_hex(64))]
     value: Annotated[str, forms(_hex(128))]

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._validation import validate_params
+from .._param_validation import validate_params
 from ._card import ContractCard, configuration_of, empirical_diagnostics, split_details
 from ._contract import Contract
 from ._records import EMPIRICAL, SIZE, Candidate, Certificate, Diagnostics, Items, Selection
@@ -28,7 +28,7 @@ from ._selection import (
     formal_statuses,
     selection_of,
 )
-from ._training import check_stated, training_privacy
+from ._training import STATED_BUDGET, check_stated, training_privacy
 
 __all__ = ["CertificateSelection"]
 
@@ -64,6 +64,10 @@ class CertificateSelection:
         For a bad stated training budget, naming it.
     """
 
+    #: The constraints of ``epsilon_train`` and ``delta_train`` (a search that passes
+    #: them on validates them with these).
+    training_constraints = STATED_BUDGET
+
     def __init__(
         self,
         contract: Contract,
@@ -87,7 +91,7 @@ class CertificateSelection:
         TypeError, ValueError
             Naming ``name``.
         """
-        return validate_params(self.owner, {name: [Items(*SIZE)]}, {name: sizes})[name]
+        return validate_params({name: [Items(*SIZE)]}, {name: sizes}, self.owner)[name]
 
     def candidate(
         self, index: int, estimator, n_samples: int, *, mechanism, score, alpha, adjacency

@@ -11,10 +11,14 @@ import numbers
 
 from sklearn.pipeline import Pipeline
 
-from .._validation import validate_params
+from .._param_validation import validate_params
 from ._records import BUDGET, UNIT, TrainingPrivacy, optional
 
 __all__ = ["check_stated", "describe_estimator", "stated_training", "training_privacy"]
+
+#: The constraints of a stated training budget: epsilon >= 0 (inf allowed), delta in
+#: [0, 1], or None (not stated).
+STATED_BUDGET = {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)}
 
 #: When a diffprivlib model's ``epsilon`` holds: a fitted model keeps no trace of bounds
 #: computed from its training data (diffprivlib warns at fit time only).
@@ -50,8 +54,7 @@ def check_stated(
 ) -> tuple[float | None, float | None]:
     """A stated training budget: epsilon >= 0 (inf allowed) and delta in [0, 1], or None."""
     stated = {"epsilon_train": epsilon_train, "delta_train": delta_train}
-    constraints = {"epsilon_train": optional(BUDGET), "delta_train": optional(UNIT)}
-    checked = validate_params(owner, constraints, stated)
+    checked = validate_params(STATED_BUDGET, stated, owner)
     return checked["epsilon_train"], checked["delta_train"]
 
 

@@ -7,16 +7,17 @@ and re-check its guarantees. Mechanisms never see features, labels or models.
 
 from __future__ import annotations
 
-import numbers
 from abc import ABCMeta, abstractmethod
 from dataclasses import asdict, dataclass, field
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .._param_validation import Interval, check_alpha, validate_params
 from .._random import NoiseSource, check_noise_source
-from .._validation import Constraint, check_alpha, check_unit_scores, validate_params
+from .._validation import check_unit_scores
 from .._warnings import warn_at_caller
 from ..privacy import PrivacyGuarantee
 from ._statistics import ScoreArray, ScoreStatistics
@@ -341,31 +342,59 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
     """Base class of the (private) quantile mechanisms.
 
     Subclasses store their parameters untouched in ``__init__`` (so they work with
-    ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``), validate
-    them in :meth:`calibrate`, and implement :meth:`privacy_guarantee`,
-    :meth:`coverage_certificate` and either ``_calibrate_from_statistics(statistics,
-    alpha, noise)`` (a release from the exact statistics of
+    ``clone``, ``set_params`` and ``GridSearchCV`` as ``mechanism__<param>``) and declare
+    their accepted forms in ``_parameter_constraints`` (scikit-learn constraints, see
+    :mod:`privconf_sklearn._param_validation`). Every public method validates them once
+    (:meth:`_validated_params`) and passes the validated values, ``params``, to the
+    helpers it calls; helpers never validate again. Subclasses implement
+    ``_privacy_guarantee(params)``, ``_coverage_certificate(params, n_samples, alpha)``
+    and either ``_calibrate_from_statistics(params, statistics, alpha, noise)`` (a
+    release from the exact statistics of
     :class:`~privconf_sklearn.mechanisms.ScoreStatistics`, which makes
-    :meth:`calibrate_from_statistics` available too; every mechanism of the library
-    does this) or ``_calibrate(scores, alpha, groups, noise)`` (a release that needs
+    :meth:`calibrate_from_statistics` available too; every mechanism of the library does
+    this) or ``_calibrate(params, scores, alpha, groups, noise)`` (a release that needs
     the scores themselves).
     """
 
     #: Whether :meth:`calibrate` needs ``groups`` (one agent id per score).
     requires_groups: bool = False
 
-    #: Largest ``n`` :meth:`forecast` computes from ``threshold_distribution`` (above it,
-    #: a seeded Monte Carlo of the release).
+    #: Largest ``n`` :meth:`forecast` computes from the exact release distribution
+    #: (above it, a seeded Monte Carlo of the release).
     _exact_forecast_limit: int = 20_000
 
-    @abstractmethod
+    #: Accepted forms of each constructor parameter (scikit-learn constraints).
+    _parameter_constraints: dict[str, list] = {}
+
+    def _validated_params(self) -> dict[str, Any]:
+        """The constructor parameters, validated and in canonical form.
+
+        The one validation of a public call. Subclasses add checks between parameters.
+
+        Raises
+        ------
+        InvalidParameterError
+            If a parameter has a form its constraints do not accept (naming it).
+        """
+        return validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
+
+    def _method(self, name: str) -> str:
+        """``"ExponQ.calibrate"``: the caller named in errors about a method's arguments."""
+        return f"{type(self).__name__}.{name}"
+
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """The guarantee a release of this mechanism carries, from parameters alone.
 
         Used to check a privacy budget before any data is read.
         """
+        return self._privacy_guarantee(self._validated_params())
 
     @abstractmethod
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
+        """:meth:`privacy_guarantee` from validated parameters."""
+
     def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
         """The coverage guarantee of a calibration on ``n_samples`` scores at ``alpha``.
 
@@ -375,21 +404,35 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         False exactly when that release reads no data (:func:`infeasible_calibration`):
         the estimators reserve the privacy budget from it before reading any row.
         """
+        alpha = check_alpha(alpha, self._method("coverage_certificate"))
+        return self._coverage_certificate(self._validated_params(), n_samples, alpha)
+
+    @abstractmethod
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
+        """:meth:`coverage_certificate` from validated parameters and ``alpha``."""
 
     def _calibrate(
-        self, scores: np.ndarray, alpha: float, groups: np.ndarray | None, noise: NoiseSource
+        self,
+        params: dict,
+        scores: np.ndarray,
+        alpha: float,
+        groups: np.ndarray | None,
+        noise: NoiseSource,
     ) -> Calibration:
-        """Compute the calibration on validated scores in [0, 1].
+        """Compute the calibration on validated parameters and scores in [0, 1].
 
         The library's mechanisms release from exact statistics of the scores
         (:meth:`_calibrate_from_statistics`), so that :meth:`calibrate` and
         :meth:`calibrate_from_statistics` run the same code. A mechanism that needs the
         scores themselves overrides this method instead.
         """
-        return self._calibrate_from_statistics(ScoreArray._checked(scores, groups), alpha, noise)
+        statistics = ScoreArray._checked(scores, groups)
+        return self._calibrate_from_statistics(params, statistics, alpha, noise)
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         """Compute the calibration from the statistics of validated scores in [0, 1]."""
         raise NotImplementedError(
@@ -420,11 +463,11 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             request, or noise that left the threshold there) comes with an
             :class:`UninformativeCalibrationWarning` and ``informative=False``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
+        scores, alpha, params = self._check_calibration_input(scores, alpha, "calibrate")
         groups = self._check_groups(groups, scores.shape[0])
         noise = check_noise_source(random_state)
-        calibration = self._calibrate(scores, alpha, groups, noise)
-        self._warn_if_trivial(calibration)
+        calibration = self._calibrate(params, scores, alpha, groups, noise)
+        self._warn_if_trivial(params, calibration)
         return calibration
 
     def calibrate_from_statistics(
@@ -459,30 +502,28 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
 
         Raises
         ------
-        TypeError
-            If ``statistics`` is not a :class:`~privconf_sklearn.mechanisms.ScoreStatistics`.
+        InvalidParameterError
+            For a bad ``alpha``, ``statistics`` that is not a
+            :class:`~privconf_sklearn.mechanisms.ScoreStatistics`, or a bad parameter
+            (a ``ValueError`` and a ``TypeError``).
         ValueError
-            For a bad ``alpha`` or parameter, or groups given to a central mechanism
-            (missing for a federated one).
+            For groups given to a central mechanism (missing for a federated one).
         NotImplementedError
             For a mechanism that needs the scores themselves.
         """
-        alpha = check_alpha(alpha)
-        self._check_params()
-        if not isinstance(statistics, ScoreStatistics):
-            raise TypeError(
-                f"statistics must be a ScoreStatistics (e.g. ScoreArray(scores)); got "
-                f"{type(statistics).__name__}."
-            )
+        caller = self._method("calibrate_from_statistics")
+        alpha = check_alpha(alpha, caller)
+        params = self._validated_params()
+        validate_params({"statistics": [ScoreStatistics]}, {"statistics": statistics}, caller)
         self._check_groups_given(statistics.has_groups)
         if statistics.n_samples < 1:
             raise ValueError("scores is empty: calibration needs at least one score.")
         noise = check_noise_source(random_state)
-        calibration = self._calibrate_from_statistics(statistics, alpha, noise)
-        self._warn_if_trivial(calibration)
+        calibration = self._calibrate_from_statistics(params, statistics, alpha, noise)
+        self._warn_if_trivial(params, calibration)
         return calibration
 
-    def _warn_if_trivial(self, calibration: Calibration) -> None:
+    def _warn_if_trivial(self, params: dict, calibration: Calibration) -> None:
         if calibration.informative:
             return
         category = (
@@ -494,18 +535,25 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             f"{type(self).__name__}: "
             f"{calibration.reason or 'the released threshold is the top of the range.'} "
             "Prediction sets will be the whole label set / intervals the whole score "
-            f"range. {self._trivial_causes(calibration)}",
+            f"range. {self._trivial_causes(params, calibration)}",
             category,
         )
 
-    def _trivial_causes(self, calibration: Calibration) -> str:
+    def _trivial_causes(self, params: dict, calibration: Calibration) -> str:
         """Every possible cause of a trivial release, with this mechanism's forecast."""
         n, alpha = calibration.n_samples, calibration.alpha
         if not calibration.feasible:
             return ""
+        if not self._has_exact_distribution() or n > self._exact_forecast_limit:
+            return (
+                "Possible causes: (1) too few rows for this budget (mechanism.forecast(n, "
+                "alpha) says how likely an informative release is at this size); (2) the "
+                "model's own scores sit at the top of the range (check with SplitConformal() "
+                "on non-sensitive data)."
+            )
         try:
-            filled = self.forecast(n, alpha, spread=1.0)
-            half = self.forecast(n, alpha, spread=0.5)
+            filled = self._forecast(params, n, alpha, 1.0)
+            half = self._forecast(params, n, alpha, 0.5)
             forecast = (
                 f"(1) Too few rows for this budget: at n = {n} a release is informative with "
                 f"probability {filled.informative_probability:.2g} when the scores fill the "
@@ -549,10 +597,13 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         ValueError
             If no ``n`` up to ``10^15`` is feasible (e.g. a vanishing epsilon).
         """
-        alpha = check_alpha(alpha)
-        self._check_params()
+        alpha = check_alpha(alpha, self._method("min_informative_samples"))
+        return self._min_informative_samples(self._validated_params(), alpha)
+
+    def _min_informative_samples(self, params: dict, alpha: float) -> int:
+        """:meth:`min_informative_samples` from validated parameters and ``alpha``."""
         return smallest_feasible_size(
-            lambda n: self._feasible(n, alpha), f"{self!r} at alpha = {alpha!r}"
+            lambda n: self._feasible(params, n, alpha), f"{self!r} at alpha = {alpha!r}"
         )
 
     def forecast(self, n_samples: int, alpha: float, *, spread: float = 1.0) -> Forecast:
@@ -572,7 +623,7 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         Parameters
         ----------
         n_samples : int
-            Calibration size (public).
+            Calibration size (public), at most ``10^7``.
         alpha : float
             Miscoverage level in (0, 1).
         spread : float, default=1.0
@@ -582,20 +633,29 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         -------
         Forecast
         """
-        alpha = check_alpha(alpha)
-        n_samples = _check_forecast_size(n_samples)
-        if isinstance(spread, bool) or not isinstance(spread, numbers.Real) or not 0 < spread <= 1:
-            raise ValueError(f"spread must be a real number in (0, 1]; got {spread!r}.")
-        spread = float(spread)
-        self._check_params()
-        certificate = self.coverage_certificate(n_samples, alpha)
+        caller = self._method("forecast")
+        alpha = check_alpha(alpha, caller)
+        checked = validate_params(
+            {
+                "n_samples": [Interval(Integral, 1, MAX_FORECAST_SAMPLES, closed="both")],
+                "spread": [Interval(Real, 0, 1, closed="right")],
+            },
+            {"n_samples": n_samples, "spread": spread},
+            caller,
+        )
+        params = self._validated_params()
+        return self._forecast(params, checked["n_samples"], alpha, checked["spread"])
+
+    def _forecast(self, params: dict, n_samples: int, alpha: float, spread: float) -> Forecast:
+        """:meth:`forecast` from validated parameters and arguments."""
+        certificate = self._coverage_certificate(params, n_samples, alpha)
         scores = spread * (np.arange(n_samples) + 0.5) / n_samples
-        exact = hasattr(self, "threshold_distribution") and n_samples <= self._exact_forecast_limit
+        exact = self._has_exact_distribution() and n_samples <= self._exact_forecast_limit
         if exact:
-            values, log_probabilities = self._forecast_distribution(scores, alpha)
-            probabilities = np.exp(log_probabilities)
+            values, log_probabilities = self._forecast_distribution(params, scores, alpha)
         else:
-            values, probabilities = _monte_carlo(self, scores, alpha)
+            values, log_probabilities = monte_carlo_distribution(self, params, scores, alpha)
+        probabilities = np.exp(log_probabilities)
         covered = np.searchsorted(scores, values, side="right")
         ranks, inverse = np.unique(covered, return_inverse=True)
         return Forecast(
@@ -610,42 +670,40 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             exact=exact,
         )
 
-    def _forecast_distribution(self, scores: np.ndarray, alpha: float):
-        """The release distribution a forecast uses (absolute accuracy suffices)."""
-        return self.threshold_distribution(scores, alpha)  # type: ignore[attr-defined]
+    def _has_exact_distribution(self) -> bool:
+        """Whether the mechanism computes its release's exact distribution."""
+        return type(self)._threshold_distribution is not QuantileMechanism._threshold_distribution
 
-    def _needed_samples(self, alpha: float) -> str:
+    def _threshold_distribution(self, params: dict, scores: np.ndarray, alpha: float):
+        """``(values, log_probabilities)`` of the release on validated scores, if exact."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact release distribution.")
+
+    def _forecast_distribution(self, params: dict, scores: np.ndarray, alpha: float):
+        """The release distribution a forecast uses (absolute accuracy suffices)."""
+        return self._threshold_distribution(params, scores, alpha)
+
+    def _needed_samples(self, params: dict, alpha: float) -> str:
         """``"at least N calibration scores"``, for messages; never raises.
 
         When no size up to :data:`MAX_PLANNED_SAMPLES` is feasible (a vanishing epsilon or
         alpha), says so instead of the error :meth:`min_informative_samples` raises.
         """
         try:
-            return f"at least {self.min_informative_samples(alpha)} calibration scores"
+            return f"at least {self._min_informative_samples(params, alpha)} calibration scores"
         except ValueError:
             return f"more than {MAX_PLANNED_SAMPLES:.0e} calibration scores"
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
         """Whether ``(n_samples, alpha)`` is feasible; subclasses may answer faster."""
-        return self.coverage_certificate(n_samples, alpha).feasible
+        return self._coverage_certificate(params, n_samples, alpha).feasible
 
-    def _check_calibration_input(self, scores, alpha) -> tuple[np.ndarray, float]:
-        """Validated ``(scores, alpha)`` and parameters, in the order errors are reported."""
-        alpha = check_alpha(alpha)
-        self._check_params()
-        return check_unit_scores(scores), alpha
-
-    #: Accepted forms of each constructor parameter (see
-    #: :func:`privconf_sklearn._validation.validate_params`).
-    _parameter_constraints: dict[str, list[Constraint]] = {}
-
-    def _validated_params(self) -> dict[str, Any]:
-        """The constructor parameters checked against :attr:`_parameter_constraints`."""
-        return validate_params(self, self._parameter_constraints)
-
-    def _check_params(self) -> None:
-        """Validate constructor parameters; subclasses add cross-parameter checks."""
-        self._validated_params()
+    def _check_calibration_input(
+        self, scores, alpha, method: str
+    ) -> tuple[np.ndarray, float, dict[str, Any]]:
+        """Validated ``(scores, alpha, params)`` of a public method (errors in this order)."""
+        alpha = check_alpha(alpha, self._method(method))
+        params = self._validated_params()
+        return check_unit_scores(scores), alpha, params
 
     def _check_groups_given(self, given: bool) -> None:
         if not self.requires_groups and given:
@@ -707,31 +765,20 @@ MONTE_CARLO_RUNS = 400
 MAX_FORECAST_SAMPLES = 10**7
 
 
-def _check_forecast_size(n_samples) -> int:
-    if (
-        isinstance(n_samples, bool)
-        or not isinstance(n_samples, numbers.Integral)
-        or not 1 <= n_samples <= MAX_FORECAST_SAMPLES
-    ):
-        raise ValueError(
-            f"n_samples must be an integer in [1, {MAX_FORECAST_SAMPLES}]; got {n_samples!r}."
-        )
-    return int(n_samples)
+def monte_carlo_distribution(
+    mechanism: QuantileMechanism, params: dict, scores: np.ndarray, alpha: float
+):
+    """Released thresholds of a seeded Monte Carlo, as (values, log-probabilities).
 
-
-def _monte_carlo(mechanism: QuantileMechanism, scores: np.ndarray, alpha: float):
-    """Released thresholds of a seeded Monte Carlo, as (values, probabilities).
-
-    The releases of :meth:`QuantileMechanism.calibrate` on the (valid) idealised scores,
-    without its warning about a trivial release: that warning's text quotes a forecast,
-    which would run this Monte Carlo again.
+    Runs the release itself (``_calibrate``, without the trivial-release warning, which
+    would ask for this very forecast).
     """
-    noise = np.random.default_rng(0)
+    noise = check_noise_source(np.random.default_rng(0))
     released = np.array(
         [
-            mechanism._calibrate(scores, alpha, None, check_noise_source(noise)).threshold
+            mechanism._calibrate(params, scores, alpha, None, noise).threshold
             for _ in range(MONTE_CARLO_RUNS)
         ]
     )
     values, counts = np.unique(released, return_counts=True)
-    return values, counts / counts.sum()
+    return values, np.log(counts / counts.sum())

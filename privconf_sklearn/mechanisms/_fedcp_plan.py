@@ -26,12 +26,13 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import Interval, NoneValue, Options, validate_params
+from .._param_validation import Interval, InvalidParameterError, StrOptions, validate_params
 from ._fedcp_correction import (
     agent_failure_probability,
     largest_releasable_rank,
@@ -803,14 +804,14 @@ def even_sizes(n_samples: int, n_agents: int) -> tuple[int, ...]:
 # ------------------------------------------------------------- public entry
 #: Constraints on :func:`make_plan`'s scalar arguments.
 PLAN_CONSTRAINTS = {
-    "alpha": [Interval("real", 0.0, 1.0, closed="neither")],
-    "epsilon": [NoneValue(), Interval("real", 0.0, None, closed="neither")],
-    "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
-    "gamma": [Options("auto"), Interval("real", 0.0, 1.0, closed="neither")],
-    "scaling": [Options("tight", "paper")],
+    "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
+    "epsilon": [None, Interval(Real, 0.0, None, closed="neither")],
+    "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
+    "gamma": [StrOptions({"auto"}), Interval(Real, 0.0, 1.0, closed="neither")],
+    "scaling": [StrOptions({"tight", "paper"})],
 }
 
-_SIZE = Interval("integer", 1, MAX_AGENT_SIZE)
+_SIZE = Interval(Integral, 1, MAX_AGENT_SIZE, closed="both")
 
 
 def check_agent_sizes(agent_sizes, owner: str = "make_plan") -> tuple[int, ...]:
@@ -818,39 +819,25 @@ def check_agent_sizes(agent_sizes, owner: str = "make_plan") -> tuple[int, ...]:
 
     Raises
     ------
-    TypeError
-        If ``agent_sizes`` is not a sequence of integers (bools and floats are not).
-    ValueError
-        If there are fewer than two or more than :data:`MAX_AGENTS` agents, or a size
-        is out of range.
+    InvalidParameterError
+        If ``agent_sizes`` is not a one-dimensional sequence of integers (bools and
+        floats are not), holds fewer than two or more than :data:`MAX_AGENTS` agents, or
+        a size out of range (a ``ValueError`` and a ``TypeError``, naming the entry).
     """
+    validate_params({"agent_sizes": [list, tuple, np.ndarray]}, {"agent_sizes": agent_sizes}, owner)
     if isinstance(agent_sizes, np.ndarray):
         if agent_sizes.ndim != 1:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{owner}: agent_sizes must be one-dimensional; got shape {agent_sizes.shape}."
             )
         agent_sizes = agent_sizes.tolist()
-    if not isinstance(agent_sizes, list | tuple):
-        raise TypeError(
-            f"{owner}: agent_sizes must be a list or tuple of integers; got "
-            f"{type(agent_sizes).__name__}."
-        )
     if not 2 <= len(agent_sizes) <= MAX_AGENTS:
-        raise ValueError(
+        raise InvalidParameterError(
             f"{owner}: federated calibration needs 2 to {MAX_AGENTS} agents; got "
             f"{len(agent_sizes)} (agent_sizes={list(agent_sizes)[:10]})."
         )
-    for position, size in enumerate(agent_sizes):
-        if not _SIZE.accepts_type(size):
-            raise TypeError(
-                f"{owner}: agent_sizes[{position}] must be an integer; got {size!r} of type "
-                f"{type(size).__name__}."
-            )
-        if not _SIZE.accepts_value(size):
-            raise ValueError(
-                f"{owner}: agent_sizes[{position}] must be {_SIZE.describe()}; got {size!r}."
-            )
-    return tuple(int(size) for size in agent_sizes)
+    entries = {f"agent_sizes[{j}]": size for j, size in enumerate(agent_sizes)}
+    return tuple(validate_params({key: [_SIZE] for key in entries}, entries, owner).values())
 
 
 def make_plan(
@@ -885,22 +872,29 @@ def make_plan(
 
     Raises
     ------
-    TypeError, ValueError
-        For arguments of the wrong type or value, naming the argument.
+    InvalidParameterError
+        For arguments of the wrong type or value, naming the argument (a ``ValueError``
+        and a ``TypeError``).
     """
     sizes = check_agent_sizes(agent_sizes)
     checked = validate_params(
-        "make_plan",
         PLAN_CONSTRAINTS,
         {"alpha": alpha, "epsilon": epsilon, "n_bins": n_bins, "gamma": gamma, "scaling": scaling},
+        "make_plan",
     )
-    if checked["epsilon"] is None:
-        return plan_fedcp_qq(sizes, checked["alpha"])
-    return plan_fedcp2_qq(
-        sizes,
-        checked["alpha"],
-        checked["epsilon"],
-        checked["n_bins"],
-        checked["gamma"],
-        checked["scaling"],
-    )
+    return validated_plan(sizes, **checked)
+
+
+def validated_plan(
+    sizes: tuple[int, ...],
+    alpha: float,
+    *,
+    epsilon=None,
+    n_bins="auto",
+    gamma="auto",
+    scaling="tight",
+) -> FederatedPlan:
+    """:func:`make_plan` on arguments already validated (the mechanisms' entry)."""
+    if epsilon is None:
+        return plan_fedcp_qq(sizes, alpha)
+    return plan_fedcp2_qq(sizes, alpha, epsilon, n_bins, gamma, scaling)

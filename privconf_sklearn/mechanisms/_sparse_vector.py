@@ -79,6 +79,11 @@ __all__ = [
 #: for a grid of two points, where the release is one noisy comparison of ``N_1``).
 THRESHOLD_SHARES = tuple(Fraction(p, 10) for p in range(1, 10))
 
+#: Largest number of noise values the exact sums may use; beyond it (budgets so small
+#: that the noise spans millions of counts) the offsets come from a conservative closed
+#: form and the exact distribution is not computed.
+MAX_EXACT_POINTS = 2**21
+
 #: Mass of ``rho`` left outside the summation window (bounded conservatively).
 _WINDOW_MASS = 1e-20
 
@@ -152,6 +157,65 @@ def _below_probability(offset, rate_threshold: float, rate_query: float):
     return np.exp(logsumexp(log_terms, axis=-1)) + _WINDOW_MASS
 
 
+def _tail(x, rate: float):
+    """``P(Z >= x)`` of ``DLap(1 / rate)`` for integers ``x >= 1``: ``t^x / (1 + t)``."""
+    return np.exp(-rate * np.asarray(x, dtype=np.float64) - math.log1p(math.exp(-rate)))
+
+
+def _conservative_offset(rate_threshold: float, rate_query: float, count: int, beta: float) -> int:
+    """Smallest ``lambda`` with ``count (P(nu >= a) + P(-rho >= lambda + 2 - a)) <= beta``.
+
+    ``nu - rho >= lambda + 1`` needs ``nu >= a`` or ``-rho >= lambda + 2 - a`` (integers),
+    so this bounds ``count`` such failures from above, for the split ``a`` that balances
+    the two tails. With no threshold noise it is exact: ``count P(nu >= lambda + 1)``.
+    Used for the lower offset (``count = B - 1``) and the upper one (``count = 1``) when
+    the exact sums would need more than :data:`MAX_EXACT_POINTS` values.
+    """
+    if rate_threshold == 0.0:
+        needed = (math.log(count / beta) - math.log1p(math.exp(-rate_query))) / rate_query
+        value = max(0, math.ceil(needed) - 1)
+        while count * float(_tail(value + 1, rate_query)) > beta:
+            value += 1
+        while value > 0 and count * float(_tail(value, rate_query)) <= beta:
+            value -= 1
+        return value
+
+    def fails(value: int) -> bool:
+        split = rate_threshold / (rate_threshold + rate_query)
+        first = max(1, math.ceil((value + 2) * split))
+        second = max(1, value + 2 - first)
+        bound = _tail(first, rate_query) + _tail(second, rate_threshold)
+        return count * float(bound) > beta
+
+    high = 1
+    while fails(high):
+        high *= 2
+    low = -1
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fails(middle) else (low, middle)
+    return high
+
+
+def _exact_is_affordable(
+    rate_threshold: float, rate_query: float, n_bins: int, beta: float
+) -> bool:
+    """Whether the exact sums stay within :data:`MAX_EXACT_POINTS` values."""
+    radius = 0 if rate_threshold == 0.0 else _window(rate_threshold)
+    span = (math.log(max(n_bins, 2) / beta) + 1) / rate_query + 2 * radius
+    return span + 2 * radius < MAX_EXACT_POINTS
+
+
+def offset_lower_bound(rate_threshold: float, rate_query: float, beta: float) -> float:
+    """A lower bound on ``lambda`` for any grid: ``P(rho <= 0) P(nu >= lambda + 1) <= beta``.
+
+    ``P(rho <= 0) >= 1/2``, so ``lambda + 1 >= log(1 / (2 beta (1 + t))) / rate``: a quick
+    test that a request is infeasible, before any sum.
+    """
+    half = 0.5 if rate_threshold > 0 else 1.0
+    return (math.log(half / beta) - math.log1p(math.exp(-rate_query))) / rate_query - 1
+
+
 def _smallest_offsets(rate_threshold: float, rate_query: float, sizes, beta: float):
     """Smallest ``lambda >= 0`` with :func:`failure_probability` at most ``beta``, per size.
 
@@ -209,6 +273,11 @@ def offsets(n_bins: int, epsilon: float, share: Fraction, beta: float) -> tuple[
     """
     rate_threshold = epsilon * float(share)
     rate_query = epsilon - rate_threshold
+    if not _exact_is_affordable(rate_threshold, rate_query, n_bins, beta):
+        return (
+            _conservative_offset(rate_threshold, rate_query, n_bins - 1, beta),
+            _conservative_offset(rate_threshold, rate_query, 1, beta),
+        )
     guess = int(_smallest_offsets(rate_threshold, rate_query, np.array([n_bins]), beta)[0])
     lower = _confirmed(
         guess,
@@ -268,13 +337,22 @@ def choose_plan(
     for share in (Fraction(0), *THRESHOLD_SHARES):
         rate_threshold = epsilon * float(share)
         rate_query = epsilon - rate_threshold
-        lower = _smallest_offsets(rate_threshold, rate_query, sizes, beta)
-        upper = _upper_offset(rate_threshold, rate_query, beta)
-        usable = (rank + lower <= n) & ((share > 0) | (sizes == 2))
-        levels = np.where(usable, (rank + lower + upper) / n + 1.0 / sizes, np.inf)
+        candidates = sizes if share > 0 else sizes[sizes == 2]
+        if candidates.size == 0 or rank + offset_lower_bound(rate_threshold, rate_query, beta) > n:
+            continue  # no grid can be feasible with this share
+        if _exact_is_affordable(rate_threshold, rate_query, int(candidates.max()), beta):
+            lower = _smallest_offsets(rate_threshold, rate_query, candidates, beta)
+            upper = _upper_offset(rate_threshold, rate_query, beta)
+        else:
+            lower = np.array(
+                [_conservative_offset(rate_threshold, rate_query, b - 1, beta) for b in candidates]
+            )
+            upper = _conservative_offset(rate_threshold, rate_query, 1, beta)
+        usable = rank + lower <= n
+        levels = np.where(usable, (rank + lower + upper) / n + 1.0 / candidates, np.inf)
         index = int(np.argmin(levels))
         if levels[index] < best_level:
-            best_level, best = float(levels[index]), (int(sizes[index]), share)
+            best_level, best = float(levels[index]), (int(candidates[index]), share)
     fallback = [(2, Fraction(0))] if 2 in sizes.tolist() else []
     for size, share in ([best] if best is not None else []) + fallback:
         lower, upper = offsets(size, epsilon, share, beta)  # exact sums
@@ -313,6 +391,12 @@ def first_crossing_log_probabilities(
     rate_threshold = epsilon * float(share)
     rate_query = epsilon - rate_threshold
     radius = _window(min(rate_threshold, rate_query) if rate_threshold > 0 else rate_query)
+    width = 2 * radius + (int(counts.max() - counts.min()) if relative else 0)
+    if width * counts.shape[0] > 64 * MAX_EXACT_POINTS:
+        raise ValueError(
+            f"the exact distribution of this release needs {width} x {counts.shape[0]} terms "
+            "(the noise spans too many counts at this epsilon): not computed."
+        )
     if rate_threshold == 0.0:  # no threshold noise: rho = 0
         low = high = 0
     elif relative:

@@ -13,17 +13,20 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
+from numbers import Integral, Real
 
 import numpy as np
 
+from .._param_validation import Interval, StrOptions, check_alpha
 from .._random import NoiseSource
-from .._validation import Interval, Options, split_conformal_rank
+from .._validation import split_conformal_rank
 from ..privacy import LaplaceVectorMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
     QuantileMechanism,
     infeasible_calibration,
+    monte_carlo_distribution,
 )
 from ._binning import bin_counts
 from ._sparse_vector import (
@@ -319,10 +322,10 @@ class DPAPS(QuantileMechanism):
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "n_bins": [Options("auto"), Interval("integer", 2, MAX_GRID_SIZE)],
-        "beta": [Interval("real", 0, 1, closed="neither")],
-        "release": [Options(*RELEASES)],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_GRID_SIZE, closed="both")],
+        "beta": [Interval(Real, 0, 1, closed="neither")],
+        "release": [StrOptions(set(RELEASES))],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", beta: float = 1e-3, release="sparse_vector"):
@@ -340,9 +343,8 @@ class DPAPS(QuantileMechanism):
         "are computed from exact counts and are not covered.",
     }
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """Pure epsilon-DP of the threshold (Theorem 5.1); diagnostics are not covered."""
-        params = self._validated_params()
         return PrivacyGuarantee.pure(
             params["epsilon"],
             adjacency="replace-one and add/remove",
@@ -352,11 +354,14 @@ class DPAPS(QuantileMechanism):
     def resolve_plan(self, n: int, alpha: float) -> SparseVectorPlan | None:
         """The public plan ``(B, share, lambda, u)`` for ``(n, alpha)``; None if infeasible.
 
-        For ``release="vector"``: the share is 0 and ``lambda``, ``u`` are the union-bound
-        offset ``B log(B / beta) / epsilon`` rounded up (the certificate rank is
-        ``ceil(k + 2 lambda)``).
+        For ``release="vector"``: the share is 0 and ``lambda``, ``u`` are 0 (the
+        offset is the real union bound ``B log(B / beta) / epsilon``, the certificate
+        rank ``ceil(k + 2 lambda)``).
         """
-        params = self._validated_params()
+        alpha = check_alpha(alpha, self._method("resolve_plan"))
+        return self._plan(self._validated_params(), n, alpha)
+
+    def _plan(self, params: dict, n: int, alpha: float) -> SparseVectorPlan | None:
         epsilon, beta = params["epsilon"], params["beta"]
         rank = split_conformal_rank(n, alpha)
         fixed = None if params["n_bins"] == "auto" else params["n_bins"]
@@ -369,23 +374,22 @@ class DPAPS(QuantileMechanism):
 
     def resolve_n_bins(self, n: int, alpha: float) -> int | None:
         """The grid size ``B`` used for public ``(n, alpha)``; None when infeasible."""
-        plan = self.resolve_plan(n, alpha)
+        alpha = check_alpha(alpha, self._method("resolve_n_bins"))
+        plan = self._plan(self._validated_params(), n, alpha)
         return None if plan is None else plan.n_bins
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
         """Fast for the automatic sparse vector grid: two points, one query, decide."""
-        params = self._validated_params()
         if params["release"] != "sparse_vector" or params["n_bins"] != "auto":
-            return self.resolve_plan(n_samples, alpha) is not None
+            return self._plan(params, n_samples, alpha) is not None
         # B = 2 with no threshold noise has the smallest offset of all plans.
         lower, _upper = offsets(2, params["epsilon"], Fraction(0), params["beta"])
         return split_conformal_rank(n_samples, alpha) + lower <= n_samples
 
-    def _unreachable(self, n: int, alpha: float) -> str:
+    def _unreachable(self, params: dict, n: int, alpha: float) -> str:
         """Why ``(n, alpha)`` is infeasible."""
-        params = self._validated_params()
         k = split_conformal_rank(n, alpha)
-        needed = self._needed_samples(alpha)
+        needed = self._needed_samples(params, alpha)
         if k > n:
             return (
                 f"the conformal rank k = ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n} for "
@@ -398,22 +402,22 @@ class DPAPS(QuantileMechanism):
             "a larger epsilon."
         )
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """``k / (n + 1) - beta >= (1 - alpha) - beta`` (Theorem 5.1).
 
         Infeasible if ``k + lambda > n`` (including ``k > n``).
         """
-        if not self._feasible(n_samples, alpha):
+        if not self._feasible(params, n_samples, alpha):
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
+                1.0, feasible=False, reason=self._unreachable(params, n_samples, alpha)
             )
         k = split_conformal_rank(n_samples, alpha)
-        beta = self._validated_params()["beta"]
-        return CoverageCertificate(max(0.0, k / (n_samples + 1) - beta))
+        return CoverageCertificate(max(0.0, k / (n_samples + 1) - params["beta"]))
 
-    def _target(self, n: int, alpha: float, plan: SparseVectorPlan) -> float:
+    def _target(self, params: dict, n: int, alpha: float, plan: SparseVectorPlan) -> float:
         """``k + lambda``: an integer for the sparse vector, the paper's real offset otherwise."""
-        params = self._validated_params()
         k = split_conformal_rank(n, alpha)
         if params["release"] == "sparse_vector":
             return float(k + plan.offset)
@@ -434,41 +438,40 @@ class DPAPS(QuantileMechanism):
         log_probabilities : ndarray
             ``log P(threshold = values[b])``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
+        scores, alpha, params = self._check_calibration_input(
+            scores, alpha, "threshold_distribution"
+        )
+        return self._threshold_distribution(params, scores, alpha)
+
+    def _threshold_distribution(self, params: dict, scores: np.ndarray, alpha: float):
+        return self._distribution(params, scores, alpha, relative=True)
+
+    def _forecast_distribution(self, params: dict, scores: np.ndarray, alpha: float):
+        """:meth:`threshold_distribution` to an absolute ``1e-20``, at a cost free of ``n``."""
+        try:
+            return self._distribution(params, scores, alpha, relative=False)
+        except ValueError:  # too large to sum: a seeded Monte Carlo of the release
+            return monte_carlo_distribution(self, params, scores, alpha)
+
+    def _distribution(self, params: dict, scores: np.ndarray, alpha: float, *, relative: bool):
         n = scores.shape[0]
-        plan = self.resolve_plan(n, alpha)
+        plan = self._plan(params, n, alpha)
         if plan is None:
             return np.ones(1), np.zeros(1)
-        params = self._validated_params()
         counts = cumulative_counts(scores, plan.n_bins)
-        target = self._target(n, alpha, plan)
+        target = self._target(params, n, alpha, plan)
         if params["release"] == "sparse_vector":
             log_probabilities = first_crossing_log_probabilities(
-                counts, int(target), params["epsilon"], plan.threshold_share
+                counts, int(target), params["epsilon"], plan.threshold_share, relative=relative
             )
         else:
             noise = _count_noise(plan.n_bins, params["epsilon"])
             log_probabilities = vector_crossing_log_probabilities(counts, target, noise)
         return np.arange(1, plan.n_bins + 1) / plan.n_bins, log_probabilities
 
-    def _forecast_distribution(self, scores: np.ndarray, alpha: float):
-        """:meth:`threshold_distribution` to an absolute ``1e-20``, at a cost free of ``n``."""
-        n = scores.shape[0]
-        plan = self.resolve_plan(n, alpha)
-        params = self._validated_params()
-        if plan is None or params["release"] != "sparse_vector":
-            return self.threshold_distribution(scores, alpha)
-        log_probabilities = first_crossing_log_probabilities(
-            cumulative_counts(scores, plan.n_bins),
-            int(self._target(n, alpha, plan)),
-            params["epsilon"],
-            plan.threshold_share,
-            relative=False,
-        )
-        return np.arange(1, plan.n_bins + 1) / plan.n_bins, log_probabilities
-
-    def _release_index(self, counts, target, plan: SparseVectorPlan, noise: NoiseSource) -> int:
-        params = self._validated_params()
+    def _release_index(
+        self, params: dict, counts, target, plan: SparseVectorPlan, noise: NoiseSource
+    ) -> int:
         if params["release"] == "sparse_vector":
             return first_crossing(
                 counts, int(target), params["epsilon"], plan.threshold_share, noise
@@ -476,37 +479,36 @@ class DPAPS(QuantileMechanism):
         laplace = _count_noise(plan.n_bins, params["epsilon"])
         return int(vector_first_crossing(laplace.randomise(counts, noise), target))
 
-    def _certificate_rank(self, n: int, alpha: float, plan: SparseVectorPlan) -> int:
+    def _certificate_rank(self, params: dict, n: int, alpha: float, plan: SparseVectorPlan) -> int:
         k = split_conformal_rank(n, alpha)
-        if self._validated_params()["release"] == "sparse_vector":
+        if params["release"] == "sparse_vector":
             return k + plan.offset + plan.upper_offset
-        return math.ceil(2.0 * self._target(n, alpha, plan) - k)
+        return math.ceil(2.0 * self._target(params, n, alpha, plan) - k)
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
-        params = self._validated_params()
         beta = params["beta"]
         k = split_conformal_rank(n, alpha)
-        plan = self.resolve_plan(n, alpha)
+        plan = self._plan(params, n, alpha)
         if plan is None:
             # No data read: nothing data-dependent in the record.
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                self._unreachable(n, alpha),
+                self._unreachable(params, n, alpha),
                 rank=k,
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
                 beta=beta,
                 release=params["release"],
             )
-        target = self._target(n, alpha, plan)
+        target = self._target(params, n, alpha, plan)
         counts = np.cumsum(statistics.bin_counts(plan.n_bins))  # cumulative_counts
-        index = self._release_index(counts, target, plan, noise)
+        index = self._release_index(params, counts, target, plan, noise)
         threshold = index / plan.n_bins
-        certificate_rank = self._certificate_rank(n, alpha, plan)
+        certificate_rank = self._certificate_rank(params, n, alpha, plan)
         grid_threshold = grid_quantile_index(counts, k) / plan.n_bins
         upper_threshold = grid_quantile_index(counts, certificate_rank) / plan.n_bins
         reason = ""
@@ -520,7 +522,7 @@ class DPAPS(QuantileMechanism):
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=self.privacy_guarantee(),
+            privacy=self._privacy_guarantee(params),
             coverage_lower_bound=max(0.0, k / (n + 1) - beta),
             target_level=min(1.0, target / n),
             reason=reason,

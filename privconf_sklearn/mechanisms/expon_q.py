@@ -28,12 +28,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit
 
+from .._param_validation import Interval, StrOptions, check_alpha
 from .._random import NoiseSource
-from .._validation import Interval, Options
 from ..privacy import ExponentialMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
@@ -42,7 +43,7 @@ from ._base import (
     infeasible_calibration,
 )
 from ._binning import bin_counts
-from ._grids import check_grid
+from ._grids import LogGrid
 from ._shaped import (
     LOWER_SLOPES,
     Shape,
@@ -654,11 +655,12 @@ class ExponQ(QuantileMechanism):
     _exact_forecast_limit = 10**7
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
-        "lower_slope": [Options("auto"), Interval("real", 0, 1, closed="right")],
-        "gamma": [Options("auto"), Interval("real", 0, 1, closed="neither")],
-        "scaling": [Options(*SCALINGS)],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
+        "lower_slope": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="right")],
+        "gamma": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="neither")],
+        "scaling": [StrOptions(set(SCALINGS))],
+        "grid": [StrOptions({"uniform"}), LogGrid],
     }
 
     def __init__(
@@ -678,9 +680,9 @@ class ExponQ(QuantileMechanism):
         self.scaling = scaling
         self.grid = grid
 
-    def _check_params(self) -> None:
-        params = self._validated_params()
-        check_grid(self.grid)
+    def _validated_params(self) -> dict:
+        """The parameters, with the checks between them (slope and gamma per scaling)."""
+        params = super()._validated_params()
         if params["scaling"] == "shaped":
             if params["gamma"] != "auto":
                 raise ValueError(
@@ -688,16 +690,18 @@ class ExponQ(QuantileMechanism):
                     f"none (its certificate integrates the lower tail): got gamma={self.gamma!r}."
                 )
             if params["lower_slope"] != "auto":
-                _lower_slope_fraction(params["lower_slope"])
+                params["lower_slope"] = _lower_slope_fraction(params["lower_slope"])
         elif params["lower_slope"] != "auto":
             raise ValueError(
                 f"lower_slope is a parameter of scaling='shaped'; got lower_slope="
                 f"{self.lower_slope!r} with scaling={params['scaling']!r}."
             )
+        if params["grid"] != "uniform":
+            params["grid"].edges(2)  # validates the resolution
+        return params
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """Pure epsilon-DP, under both adjacencies except for ``scaling="monotone"``."""
-        params = self._validated_params()
         scaling = params["scaling"]
         return PrivacyGuarantee.pure(
             params["epsilon"], adjacency=_ADJACENCY[scaling], description=_DESCRIPTIONS[scaling]
@@ -708,17 +712,15 @@ class ExponQ(QuantileMechanism):
 
         ``n_bins`` is None when the level is unreachable.
         """
-        self._check_params()
-        params = self._validated_params()
+        alpha = check_alpha(alpha, self._method("resolve_parameters"))
+        return self._resolve(self._validated_params(), n, alpha)
+
+    def _resolve(self, params: dict, n: int, alpha: float) -> ExponQParameters:
         n_bins = None if params["n_bins"] == "auto" else params["n_bins"]
         if params["scaling"] == "shaped":
             slope = params["lower_slope"]
             shape = choose_shape(
-                int(n),
-                float(alpha),
-                params["epsilon"],
-                n_bins,
-                None if slope == "auto" else _lower_slope_fraction(slope),
+                int(n), float(alpha), params["epsilon"], n_bins, None if slope == "auto" else slope
             )
             if shape is None:
                 return ExponQParameters("shaped", None, 1.0)
@@ -736,63 +738,58 @@ class ExponQ(QuantileMechanism):
         )
         return ExponQParameters(params["scaling"], chosen, level, gamma)
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """``1 - alpha`` (marginal) when the level is reachable; infeasible otherwise."""
-        if not self._feasible(n_samples, alpha):
+        if not self._feasible(params, n_samples, alpha):
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(n_samples, alpha)
+                1.0, feasible=False, reason=self._unreachable(params, n_samples, alpha)
             )
         return CoverageCertificate(1.0 - alpha)
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
         """Fast for ``"shaped"``: the most lenient slope and grid decide."""
-        self._check_params()
-        params = self._validated_params()
         if params["scaling"] != "shaped":
-            return self.resolve_parameters(n_samples, alpha).feasible
+            return self._resolve(params, n_samples, alpha).feasible
         slope = params["lower_slope"]
-        slope = max(LOWER_SLOPES) if slope == "auto" else _lower_slope_fraction(slope)
+        slope = max(LOWER_SLOPES) if slope == "auto" else slope
         n_bins = 2 if params["n_bins"] == "auto" else params["n_bins"]
         target = target_numerators(
             int(n_samples), float(alpha), params["epsilon"], float(slope), n_bins
         )
         return bool(target >= 0)
 
-    def _unreachable(self, n: int, alpha: float) -> str:
-        if self.scaling == "shaped":
+    def _unreachable(self, params: dict, n: int, alpha: float) -> str:
+        if params["scaling"] == "shaped":
             what = (
-                f"no certified target rank is at most n = {n} (epsilon = {self.epsilon}, "
+                f"no certified target rank is at most n = {n} (epsilon = {params['epsilon']}, "
                 f"alpha = {alpha})"
             )
         else:
-            level = self.resolve_parameters(n, alpha).level
+            level = self._resolve(params, n, alpha).level
             what = (
                 f"the inflated level q~ = {level:.6g} >= 1 for n = {n}, epsilon = "
-                f"{self.epsilon}, alpha = {alpha}"
+                f"{params['epsilon']}, alpha = {alpha}"
             )
-        needed = self._needed_samples(alpha)
+        needed = self._needed_samples(params, alpha)
         return f"{what}: {needed} are needed at this epsilon, or a larger epsilon."
 
     def edges(self, n_bins: int) -> np.ndarray:
         """The public grid's ``m`` edges: ``j / m`` (uniform) or :meth:`LogGrid.edges`."""
-        grid = check_grid(self.grid)
-        if grid == "uniform":
-            return np.arange(1, n_bins + 1) / n_bins
-        return grid.edges(n_bins)
+        return _edges(self._validated_params()["grid"], n_bins)
 
-    def _counts(self, statistics: ScoreStatistics, n_bins: int) -> np.ndarray:
-        grid = check_grid(self.grid)
-        if grid == "uniform":
+    def _counts(self, params: dict, statistics: ScoreStatistics, n_bins: int) -> np.ndarray:
+        if params["grid"] == "uniform":
             return statistics.bin_counts(n_bins)
-        return statistics.edge_counts(grid.edges(n_bins))
+        return statistics.edge_counts(params["grid"].edges(n_bins))
 
-    def _log_probabilities(self, counts: np.ndarray, parameters: ExponQParameters, n: int):
+    def _log_probabilities(self, params: dict, counts: np.ndarray, parameters, n: int):
         """Normalised log-probabilities of the edges given the bin counts."""
-        epsilon = self._validated_params()["epsilon"]
         if parameters.scaling == "shaped":
-            return shaped_log_probabilities(counts, parameters.shape(n), epsilon)
+            return shaped_log_probabilities(counts, parameters.shape(n), params["epsilon"])
         return quantile_log_probabilities(
-            counts, parameters.level, epsilon, scaling=parameters.scaling
+            counts, parameters.level, params["epsilon"], scaling=parameters.scaling
         )
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -812,28 +809,32 @@ class ExponQ(QuantileMechanism):
         Returns
         -------
         values : ndarray
-            The bin edges ``j / m`` (``[1.0]`` when the level is unreachable).
+            The grid's edges (``[1.0]`` when the level is unreachable).
         log_probabilities : ndarray
             ``log P(threshold = values[j])``.
         """
-        scores, alpha = self._check_calibration_input(scores, alpha)
+        scores, alpha, params = self._check_calibration_input(
+            scores, alpha, "threshold_distribution"
+        )
+        return self._threshold_distribution(params, scores, alpha)
+
+    def _threshold_distribution(self, params: dict, scores: np.ndarray, alpha: float):
         n = scores.shape[0]
-        parameters = self.resolve_parameters(n, alpha)
+        parameters = self._resolve(params, n, alpha)
         if not parameters.feasible:
             return np.ones(1), np.zeros(1)
-        counts = self._counts(ScoreArray._checked(scores), parameters.n_bins)
-        log_probabilities = self._log_probabilities(counts, parameters, n)
-        return self.edges(parameters.n_bins), log_probabilities
+        counts = self._counts(params, ScoreArray._checked(scores), parameters.n_bins)
+        log_probabilities = self._log_probabilities(params, counts, parameters, n)
+        return _edges(params["grid"], parameters.n_bins), log_probabilities
 
-    def _upper_bound(self, n: int, alpha: float, parameters: ExponQParameters):
+    def _upper_bound(self, params: dict, n: int, alpha: float, parameters: ExponQParameters):
         """Coverage upper bound at ``p_max = 0`` and its slope in ``p_max``."""
-        epsilon = self._validated_params()["epsilon"]
         if parameters.scaling == "shaped":
-            return upper_coverage_bound(n, epsilon, parameters.shape(n)), 1.0
+            return upper_coverage_bound(n, params["epsilon"], parameters.shape(n)), 1.0
         return coverage_upper_bound(
             n,
             alpha,
-            epsilon,
+            params["epsilon"],
             parameters.n_bins,
             parameters.gamma,
             parameters.level,
@@ -841,23 +842,22 @@ class ExponQ(QuantileMechanism):
         )
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
-        params = self._validated_params()
-        parameters = self.resolve_parameters(n, alpha)
+        parameters = self._resolve(params, n, alpha)
         if not parameters.feasible:
             return infeasible_calibration(
                 type(self).__name__,
                 n,
                 alpha,
-                self._unreachable(n, alpha),
-                **_public_details(parameters, params, self.grid),
+                self._unreachable(params, n, alpha),
+                **_public_details(parameters, params),
             )
-        counts = self._counts(statistics, parameters.n_bins)
-        log_probabilities = self._log_probabilities(counts, parameters, n)
+        counts = self._counts(params, statistics, parameters.n_bins)
+        log_probabilities = self._log_probabilities(params, counts, parameters, n)
         edge = noise.categorical_from_log_weights(log_probabilities) + 1
-        upper, slope = self._upper_bound(n, alpha, parameters)
+        upper, slope = self._upper_bound(params, n, alpha, parameters)
         reason = ""
         if edge == parameters.n_bins:
             reason = (
@@ -867,17 +867,24 @@ class ExponQ(QuantileMechanism):
             )
         return Calibration(
             mechanism=type(self).__name__,
-            threshold=float(self.edges(parameters.n_bins)[edge - 1]),
+            threshold=float(_edges(params["grid"], parameters.n_bins)[edge - 1]),
             n_samples=n,
             alpha=alpha,
-            privacy=self.privacy_guarantee(),
+            privacy=self._privacy_guarantee(params),
             coverage_lower_bound=1.0 - alpha,
             coverage_upper_bound=upper,
             upper_bound_atom_slope=slope,
             target_level=parameters.level,
             reason=reason,
-            details=_public_details(parameters, params, self.grid),
+            details=_public_details(parameters, params),
         )
+
+
+def _edges(grid, n_bins: int) -> np.ndarray:
+    """``j / m`` (uniform) or the :class:`LogGrid`'s edges."""
+    if grid == "uniform":
+        return np.arange(1, n_bins + 1) / n_bins
+    return grid.edges(n_bins)
 
 
 #: What each scaling's guarantee says it is.
@@ -891,8 +898,9 @@ _DESCRIPTIONS = {
 }
 
 
-def _public_details(parameters: ExponQParameters, params: dict, grid) -> dict:
+def _public_details(parameters: ExponQParameters, params: dict) -> dict:
     """The public parameters of a release, for ``Calibration.details``."""
+    grid = params["grid"]
     details: dict = {
         "grid": "uniform" if grid == "uniform" else f"log (resolution {grid.resolution!r})",
         "scaling": parameters.scaling,

@@ -18,8 +18,10 @@ that planning cost does not grow with the agents' sizes.
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
+from .._param_validation import Interval, StrOptions, check_alpha, validate_params
 from .._random import NoiseSource
-from .._validation import Interval, NoneValue, Options, check_alpha, validate_params
 from ..privacy import PrivacyGuarantee
 from ._base import Calibration, CoverageCertificate, QuantileMechanism
 from ._fedcp_agent import agent_values
@@ -29,8 +31,8 @@ from ._fedcp_plan import (
     FederatedPlan,
     check_agent_sizes,
     even_sizes,
-    make_plan,
     min_informative_size,
+    validated_plan,
 )
 from ._fedcp_server import federated_privacy, release_calibration
 from ._statistics import ScoreStatistics
@@ -44,33 +46,32 @@ class _FederatedMechanism(QuantileMechanism):
     requires_groups = True
 
     _parameter_constraints: dict = {
-        "n_agents": [NoneValue(), Interval("integer", 2, MAX_AGENTS)],
+        "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")],
     }
 
-    def _check_params(self) -> None:
-        validate_params(self, self._parameter_constraints)
-
-    def _planned_sizes(self, n_samples: int, agent_sizes) -> tuple[int, ...]:
+    def _planned_sizes(self, params: dict, n_samples: int, agent_sizes) -> tuple[int, ...]:
+        """The given ``agent_sizes`` or ``n_samples`` spread over ``n_agents``, checked."""
+        n_agents, owner = params["n_agents"], self._method("coverage_certificate")
         if agent_sizes is not None:
-            sizes = check_agent_sizes(agent_sizes, type(self).__name__)
+            sizes = check_agent_sizes(agent_sizes, owner)
             if sum(sizes) != n_samples:
                 raise ValueError(
                     f"{type(self).__name__}: agent_sizes sum to {sum(sizes)}, not "
                     f"n_samples = {n_samples}."
                 )
             return sizes
-        if self.n_agents is None:
+        if n_agents is None:
             raise ValueError(
                 f"{type(self).__name__}.coverage_certificate needs the agents' sizes: pass "
                 "agent_sizes=[n_1, ..., n_m] or set n_agents on the mechanism (n_samples "
                 "is then spread evenly over n_agents agents)."
             )
-        if n_samples < self.n_agents:
+        if n_samples < n_agents:
             raise ValueError(
-                f"n_samples = {n_samples} cannot be spread over n_agents = {self.n_agents} "
+                f"n_samples = {n_samples} cannot be spread over n_agents = {n_agents} "
                 "agents with at least one score each."
             )
-        return even_sizes(n_samples, self.n_agents)
+        return check_agent_sizes(even_sizes(n_samples, n_agents), owner)
 
     def coverage_certificate(
         self, n_samples: int, alpha: float, *, agent_sizes=None
@@ -93,14 +94,20 @@ class _FederatedMechanism(QuantileMechanism):
             The plan's ``coverage_lower_bound`` and feasibility: what
             :meth:`calibrate` reports for groups of these sizes.
         """
-        self._check_params()
+        caller = self._method("coverage_certificate")
+        params = self._validated_params()
         n_samples = validate_params(
-            type(self).__name__,
-            {"n_samples": [Interval("integer", 2, None)]},
+            {"n_samples": [Interval(Integral, 2, None, closed="left")]},
             {"n_samples": n_samples},
+            caller,
         )["n_samples"]
-        sizes = self._planned_sizes(n_samples, agent_sizes)
-        plan = self.plan(sizes, check_alpha(alpha))
+        alpha = check_alpha(alpha, caller)
+        return self._coverage_certificate(params, n_samples, alpha, agent_sizes)
+
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float, agent_sizes=None
+    ) -> CoverageCertificate:
+        plan = self._plan(params, self._planned_sizes(params, n_samples, agent_sizes), alpha)
         if not plan.feasible:
             return CoverageCertificate(1.0, feasible=False, reason=plan.reason)
         return CoverageCertificate(plan.coverage_lower_bound)
@@ -126,22 +133,23 @@ class _FederatedMechanism(QuantileMechanism):
             Calibration scores per agent (``10**9 + 1`` if no size up to ``10**9``
             suffices).
         """
-        self._check_params()
-        alpha = check_alpha(alpha)
+        caller = self._method("min_informative_samples")
+        params = self._validated_params()
+        alpha = check_alpha(alpha, caller)
         n_agents = validate_params(
-            type(self).__name__,
-            {"n_agents": [NoneValue(), Interval("integer", 2, MAX_AGENTS)]},
-            {"n_agents": self.n_agents if n_agents is None else n_agents},
+            {"n_agents": self._parameter_constraints["n_agents"]},
+            {"n_agents": params["n_agents"] if n_agents is None else n_agents},
+            caller,
         )["n_agents"]
         if n_agents is None:
             raise ValueError(
                 f"{type(self).__name__}.min_informative_samples needs the number of agents: "
                 "pass n_agents= or set n_agents on the mechanism."
             )
-        return min_informative_size(n_agents, alpha, **self._plan_arguments())
+        return min_informative_size(n_agents, alpha, **self._plan_arguments(params))
 
-    def _plan_arguments(self) -> dict:
-        """Validated keyword arguments of ``make_plan`` besides the sizes and ``alpha``."""
+    def _plan_arguments(self, params: dict) -> dict:
+        """Keyword arguments of ``make_plan`` besides the sizes and ``alpha``."""
         return {}
 
     def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
@@ -159,16 +167,24 @@ class _FederatedMechanism(QuantileMechanism):
         FedCPQQPlan or FedCP2QQPlan
             See :func:`privconf_sklearn.federated.make_plan`.
         """
-        self._check_params()
-        return make_plan(agent_sizes, alpha, **self._plan_arguments())
+        params = self._validated_params()
+        alpha = check_alpha(alpha, self._method("plan"))
+        return self._plan(params, check_agent_sizes(agent_sizes, self._method("plan")), alpha)
+
+    def _plan(self, params: dict, sizes: tuple[int, ...], alpha: float) -> FederatedPlan:
+        """``make_plan`` on validated parameters and agent sizes."""
+        return validated_plan(sizes, alpha, **self._plan_arguments(params))
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         parts = statistics.agents()
-        if self.n_agents is not None and len(parts) != self.n_agents:
-            raise ValueError(f"groups define {len(parts)} agents but n_agents = {self.n_agents}.")
-        plan = self.plan([part.n_samples for part in parts], alpha)
+        n_agents = params["n_agents"]
+        if n_agents is not None and len(parts) != n_agents:
+            raise ValueError(f"groups define {len(parts)} agents but n_agents = {n_agents}.")
+        owner = f"{type(self).__name__} (the agents of groups)"
+        sizes = check_agent_sizes([part.n_samples for part in parts], owner)
+        plan = self._plan(params, sizes, alpha)
         if not plan.feasible:
             return release_calibration(plan, [])
         return release_calibration(plan, agent_values(statistics, parts, plan, noise))
@@ -216,9 +232,8 @@ class FedCPQQ(_FederatedMechanism):
     def __init__(self, *, n_agents=None):
         self.n_agents = n_agents
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """No privacy: agents send exact order statistics of their scores."""
-        self._check_params()
         return federated_privacy(None)
 
 
@@ -281,10 +296,10 @@ class FedCP2QQ(_FederatedMechanism):
 
     _parameter_constraints: dict = {
         **_FederatedMechanism._parameter_constraints,
-        "epsilon": [Interval("real", 0.0, None, closed="neither")],
-        "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
-        "gamma": [Options("auto"), Interval("real", 0.0, 1.0, closed="neither")],
-        "scaling": [Options("tight", "paper")],
+        "epsilon": [Interval(Real, 0.0, None, closed="neither")],
+        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
+        "gamma": [StrOptions({"auto"}), Interval(Real, 0.0, 1.0, closed="neither")],
+        "scaling": [StrOptions({"tight", "paper"})],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight", n_agents=None):
@@ -294,11 +309,9 @@ class FedCP2QQ(_FederatedMechanism):
         self.scaling = scaling
         self.n_agents = n_agents
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """Epsilon-DP of each agent's message in that agent's scores (recorded as epsilon)."""
-        self._check_params()
-        return federated_privacy(float(self.epsilon))
+        return federated_privacy(params["epsilon"])
 
-    def _plan_arguments(self) -> dict:
-        checked = validate_params(self, self._parameter_constraints)
-        return {name: checked[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}
+    def _plan_arguments(self, params: dict) -> dict:
+        return {name: params[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}

@@ -17,14 +17,15 @@ in the user guide:
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
+from numbers import Real
 
 import numpy as np
 
+from .._param_validation import Bounds, Interval
 from .._random import NoiseSource
-from .._validation import Boolean, Interval, NoneValue, split_conformal_rank
+from .._validation import split_conformal_rank
 from ..privacy import GaussianQueryComposer, PrivacyGuarantee
 from ._base import (
     Calibration,
@@ -361,41 +362,19 @@ class PCOQS(QuantileMechanism):
         self.inflated = inflated
 
     _parameter_constraints = {
-        "rho": [NoneValue(), Interval("real", 0, None, closed="neither")],
-        "epsilon": [NoneValue(), Interval("real", 0, None, closed="neither")],
-        "delta": [NoneValue(), Interval("real", 0, 1, closed="neither")],
-        "step": [Interval("real", 0, None, closed="neither")],
-        "beta": [Interval("real", 0, 1, closed="neither")],
-        "inflated": [Boolean()],
+        "rho": [None, Interval(Real, 0, None, closed="neither")],
+        "epsilon": [None, Interval(Real, 0, None, closed="neither")],
+        "delta": [None, Interval(Real, 0, 1, closed="neither")],
+        "step": [Interval(Real, 0, None, closed="neither")],
+        "beta": [Interval(Real, 0, 1, closed="neither")],
+        "inflated": ["boolean"],
+        "bounds": [Bounds(0.0, 1.0)],
     }
 
     # ------------------------------------------------------------ parameters
-    def _check_params(self) -> None:
-        self.resolve_plan()
-
-    def _checked_bounds(self) -> tuple[float, float]:
-        bounds = self.bounds
-        if not isinstance(bounds, tuple | list | np.ndarray) or not all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_) for v in bounds
-        ):
-            raise TypeError(f"PCOQS: bounds must be a pair of real numbers (a, b); got {bounds!r}.")
-        if len(bounds) != 2:
-            raise ValueError(f"PCOQS: bounds must be a pair (a, b); got {bounds!r}.")
-        lower, upper = float(bounds[0]), float(bounds[1])
-        if not (0.0 <= lower < upper <= 1.0):
-            raise ValueError(
-                "PCOQS: bounds must satisfy 0 <= a < b <= 1 (a public sub-range of the "
-                f"score range [0, 1]); got {bounds!r}."
-            )
-        return lower, upper
-
-    def resolve_plan(self) -> SearchPlan:
-        """Validate the parameters and return the (cached) :class:`SearchPlan`.
-
-        Everything the search fixes before reading data: the number of queries, the
-        noise, the privacy accounting and the rank slacks.
-        """
-        params = self._validated_params()
+    def _validated_params(self) -> dict:
+        """The parameters, validated, with the :class:`SearchPlan` they fix (``"plan"``)."""
+        params = super()._validated_params()
         if (params["rho"] is None) == (params["epsilon"] is None):
             raise ValueError(
                 "PCOQS needs exactly one privacy budget: rho (zCDP) or epsilon (with "
@@ -407,35 +386,45 @@ class PCOQS(QuantileMechanism):
                 "pure epsilon-DP. Give delta in (0, 1), or state rho instead."
             )
         delta = DEFAULT_REPORT_DELTA if params["delta"] is None else params["delta"]
-        lower, upper = self._checked_bounds()
+        lower, upper = params["bounds"]
         if params["step"] >= upper - lower:
             raise ValueError(
                 f"PCOQS: step must be smaller than the width b - a = {upper - lower!r} of "
                 f"bounds; got {self.step!r}."
             )
-        return search_plan(
+        params["plan"] = search_plan(
             params["rho"], params["epsilon"], delta, lower, upper, params["step"], params["beta"]
         )
+        return params
+
+    def resolve_plan(self) -> SearchPlan:
+        """Validate the parameters and return the (cached) :class:`SearchPlan`.
+
+        Everything the search fixes before reading data: the number of queries, the
+        noise, the privacy accounting and the rank slacks.
+        """
+        return self._validated_params()["plan"]
 
     # ---------------------------------------------------------- guarantees
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """rho-zCDP, reported with the exact (epsilon, delta) of its Gaussian composition."""
-        return self.resolve_plan().composer.privacy_guarantee()
+        return params["plan"].composer.privacy_guarantee()
 
     def _target(self, plan: SearchPlan, rank: int) -> float:
         """The rank the noisy counts are compared with: ``r``, or ``r + tau_1`` if inflated."""
         return rank + plan.rank_inflation if self.inflated else float(rank)
 
-    def _feasible(self, n_samples: int, alpha: float) -> bool:
-        plan = self.resolve_plan()
+    def _feasible(self, params: dict, n_samples: int, alpha: float) -> bool:
+        plan = params["plan"]
         rank = split_conformal_rank(n_samples, alpha)
         return rank <= n_samples and self._target(plan, rank) <= n_samples
 
-    def _unreachable(self, plan: SearchPlan, n: int, alpha: float, rank: int) -> str | None:
+    def _unreachable(self, params: dict, n: int, alpha: float, rank: int) -> str | None:
         """Why ``(n, alpha)`` cannot be calibrated, or None."""
-        if self._feasible(n, alpha):
+        if self._feasible(params, n, alpha):
             return None
-        needed = self._needed_samples(alpha)
+        plan = params["plan"]
+        needed = self._needed_samples(params, alpha)
         if rank > n:
             return (
                 f"the conformal rank ceil((n + 1)(1 - alpha)) = {rank} exceeds n = {n} for "
@@ -455,20 +444,21 @@ class PCOQS(QuantileMechanism):
             return max(0.0, rank / (n + 1) - plan.beta), 1.0
         return max(0.0, 1.0 - alpha - plan.tau / (n + 1)), 1.0 - plan.beta
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """Theorem 2's approximate bound, or ``r / (n + 1) - beta`` when inflated."""
-        plan = self.resolve_plan()
         rank = split_conformal_rank(n_samples, alpha)
-        reason = self._unreachable(plan, n_samples, alpha, rank)
+        reason = self._unreachable(params, n_samples, alpha, rank)
         if reason is not None:
             return CoverageCertificate(1.0, feasible=False, reason=reason)
-        return CoverageCertificate(*self._lower_bound(plan, n_samples, alpha, rank))
+        return CoverageCertificate(*self._lower_bound(params["plan"], n_samples, alpha, rank))
 
     # ---------------------------------------------------------- calibration
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
-        plan = self.resolve_plan()
+        plan = params["plan"]
         n = statistics.n_samples
         rank = split_conformal_rank(n, alpha)
         details = {
@@ -484,7 +474,7 @@ class PCOQS(QuantileMechanism):
             "beta": plan.beta,
             "inflated": bool(self.inflated),
         }
-        reason = self._unreachable(plan, n, alpha, rank)
+        reason = self._unreachable(params, n, alpha, rank)
         if reason is not None:
             return infeasible_calibration(type(self).__name__, n, alpha, reason, **details)
         target = self._target(plan, rank)

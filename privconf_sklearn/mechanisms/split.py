@@ -6,7 +6,7 @@ import math
 from fractions import Fraction
 
 from .._random import NoiseSource
-from .._validation import check_alpha, split_conformal_rank
+from .._validation import split_conformal_rank
 from ..privacy import PrivacyGuarantee
 from ._base import (
     MAX_PLANNED_SAMPLES,
@@ -48,39 +48,27 @@ class SplitConformal(QuantileMechanism):
     def __init__(self):
         pass
 
-    def privacy_guarantee(self) -> PrivacyGuarantee:
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
         """No privacy: the release is an exact order statistic of the data."""
         return PrivacyGuarantee.no_privacy("Exact empirical quantile: no privacy protection.")
 
-    def coverage_certificate(self, n_samples: int, alpha: float) -> CoverageCertificate:
+    def _coverage_certificate(
+        self, params: dict, n_samples: int, alpha: float
+    ) -> CoverageCertificate:
         """``k / (n + 1)`` with ``k = ceil((n + 1)(1 - alpha))``; infeasible if ``k > n``."""
         k = split_conformal_rank(n_samples, alpha)
         if k > n_samples:
             return CoverageCertificate(
-                1.0, feasible=False, reason=self._unreachable(k, n_samples, alpha)
+                1.0, feasible=False, reason=self._unreachable(params, k, n_samples, alpha)
             )
         return CoverageCertificate(k / (n_samples + 1))
 
-    def min_informative_samples(self, alpha: float) -> int:
+    def _min_informative_samples(self, params: dict, alpha: float) -> int:
         """Smallest ``n`` with ``ceil((n + 1)(1 - alpha)) <= n`` (closed form, exact).
 
-        Parameters
-        ----------
-        alpha : float
-            Miscoverage level in (0, 1).
-
-        Returns
-        -------
-        int
-            :func:`conformal_rank_min_n` of ``alpha``.
-
-        Raises
-        ------
-        ValueError
-            If that size exceeds ``10^15`` (``alpha`` below about ``1e-15``), as for
-            every mechanism of the library.
+        :func:`conformal_rank_min_n` of ``alpha``; a ``ValueError`` if that size exceeds
+        ``10^15`` (``alpha`` below about ``1e-15``), as for every mechanism of the library.
         """
-        alpha = check_alpha(alpha)
         n = conformal_rank_min_n(alpha)
         if n > MAX_PLANNED_SAMPLES:
             raise ValueError(
@@ -91,13 +79,13 @@ class SplitConformal(QuantileMechanism):
         return n
 
     def _calibrate_from_statistics(
-        self, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
+        self, params: dict, statistics: ScoreStatistics, alpha: float, noise: NoiseSource
     ) -> Calibration:
         n = statistics.n_samples
         k = split_conformal_rank(n, alpha)
         if k > n:
             return infeasible_calibration(
-                type(self).__name__, n, alpha, self._unreachable(k, n, alpha), rank=k
+                type(self).__name__, n, alpha, self._unreachable(params, k, n, alpha), rank=k
             )
         threshold = statistics.kth_smallest(k)
         reason = (
@@ -110,7 +98,7 @@ class SplitConformal(QuantileMechanism):
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=self.privacy_guarantee(),
+            privacy=self._privacy_guarantee(params),
             coverage_lower_bound=k / (n + 1),
             coverage_upper_bound=k / (n + 1),
             upper_bound_atom_slope=1.0,
@@ -119,10 +107,10 @@ class SplitConformal(QuantileMechanism):
             details={"rank": k},
         )
 
-    def _unreachable(self, k: int, n: int, alpha: float) -> str:
+    def _unreachable(self, params: dict, k: int, n: int, alpha: float) -> str:
         return (
             f"ceil((n + 1)(1 - alpha)) = {k} exceeds n = {n}: "
-            f"{self._needed_samples(alpha)} are needed for alpha = {alpha}."
+            f"{self._needed_samples(params, alpha)} are needed for alpha = {alpha}."
         )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 
+from .._param_validation import Interval, StrOptions, validate_params
 from .._random import check_noise_source
-from .._validation import Interval, Options, validate_params
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
 
 __all__ = ["EXPONENTIAL_ANALYSES", "ExponentialMechanism"]
@@ -81,10 +83,10 @@ class ExponentialMechanism:
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "sensitivity": [Interval("real", 0, None, closed="neither")],
-        "analysis": [Options(*EXPONENTIAL_ANALYSES)],
-        "adjacency": [Options(*ADJACENCY_STATEMENTS)],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "sensitivity": [Interval(Real, 0, None, closed="neither")],
+        "analysis": [StrOptions(set(EXPONENTIAL_ANALYSES))],
+        "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
     }
 
     def __init__(
@@ -96,7 +98,6 @@ class ExponentialMechanism:
         adjacency: str = "replace-one and add/remove",
     ):
         checked = validate_params(
-            self,
             self._parameter_constraints,
             {
                 "epsilon": epsilon,
@@ -104,6 +105,7 @@ class ExponentialMechanism:
                 "analysis": analysis,
                 "adjacency": adjacency,
             },
+            type(self).__name__,
         )
         self.epsilon: float = checked["epsilon"]
         self.sensitivity: float = checked["sensitivity"]

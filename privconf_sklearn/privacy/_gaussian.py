@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import ndtri
 
+from .._param_validation import Interval, StrOptions, validate_params
 from .._random import check_noise_source
-from .._validation import Interval, NoneValue, Options, validate_params
 from ._conversions import gaussian_epsilon, gaussian_mu
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
 
@@ -59,12 +60,12 @@ class GaussianQueryComposer:
     """
 
     _parameter_constraints = {
-        "n_queries": [Interval("integer", 1, None)],
-        "rho": [NoneValue(), Interval("real", 0, None, closed="neither")],
-        "epsilon": [NoneValue(), Interval("real", 0, None, closed="neither")],
-        "delta": [Interval("real", 0, 1, closed="neither")],
-        "sensitivity": [Interval("real", 0, None, closed="neither")],
-        "adjacency": [Options(*ADJACENCY_STATEMENTS)],
+        "n_queries": [Interval(Integral, 1, None, closed="left")],
+        "rho": [None, Interval(Real, 0, None, closed="neither")],
+        "epsilon": [None, Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "sensitivity": [Interval(Real, 0, None, closed="neither")],
+        "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
     }
 
     def __init__(
@@ -78,7 +79,6 @@ class GaussianQueryComposer:
         adjacency: str = "replace-one and add/remove",
     ):
         checked = validate_params(
-            self,
             self._parameter_constraints,
             {
                 "n_queries": n_queries,
@@ -88,6 +88,7 @@ class GaussianQueryComposer:
                 "sensitivity": sensitivity,
                 "adjacency": adjacency,
             },
+            type(self).__name__,
         )
         if (checked["rho"] is None) == (checked["epsilon"] is None):
             raise ValueError(

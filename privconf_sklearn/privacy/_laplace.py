@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 from scipy import stats
 
+from .._param_validation import Interval, StrOptions, validate_params
 from .._random import check_noise_source
-from .._validation import Interval, Options, validate_params
 from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
 
 __all__ = ["LaplaceVectorMechanism"]
@@ -48,9 +49,9 @@ class LaplaceVectorMechanism:
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval("real", 0, None, closed="neither")],
-        "l1_sensitivity": [Interval("real", 0, None, closed="neither")],
-        "adjacency": [Options(*ADJACENCY_STATEMENTS)],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "l1_sensitivity": [Interval(Real, 0, None, closed="neither")],
+        "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
     }
 
     def __init__(
@@ -61,9 +62,9 @@ class LaplaceVectorMechanism:
         adjacency: str = "replace-one and add/remove",
     ):
         checked = validate_params(
-            self,
             self._parameter_constraints,
             {"epsilon": epsilon, "l1_sensitivity": l1_sensitivity, "adjacency": adjacency},
+            type(self).__name__,
         )
         self.epsilon: float = checked["epsilon"]
         self.l1_sensitivity: float = checked["l1_sensitivity"]

@@ -33,6 +33,9 @@ class BaseConformityScore(BaseEstimator, metaclass=ABCMeta):
 
     #: The public range of scores whose range is fixed by their class.
     _natural_bounds: tuple[float, float] | None = None
+    #: Accepted forms of the constructor parameters (scikit-learn constraints; see
+    #: :mod:`privconf_sklearn._param_validation`); scores without parameters have none.
+    _parameter_constraints: dict = {}
 
     @property
     def natural_bounds(self) -> tuple[float, float] | None:

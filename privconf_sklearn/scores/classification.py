@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
+from .._param_validation import Interval, validate_params
 from .._random import check_random_state
-from .._validation import Boolean, Interval, check_probabilities, validate_params
+from .._validation import check_probabilities
 from ._base import BaseConformityScore
 
 __all__ = ["APS", "LAC", "RAPS", "ClassificationScore"]
@@ -192,22 +194,25 @@ class _CumulativeMassScore(ClassificationScore):
     ``{y : p_y >= cutoff}``, and is computed as that one comparison.
     """
 
-    _parameter_constraints: dict = {"randomized": [Boolean()]}
+    _parameter_constraints: dict = {"randomized": ["boolean"]}
 
     def _check_params(self) -> dict:
-        return validate_params(self, self._parameter_constraints)
+        """The parameters, validated (once per public call; helpers get the result)."""
+        return validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
 
-    def _penalties(self, n_classes: int) -> np.ndarray | None:
+    def _penalties(self, n_classes: int, params: dict) -> np.ndarray | None:
         """``penalty(r)`` for ranks ``r = 1..K`` (index ``r - 1``), or None for none."""
         return None
 
     def conformity_scores(self, outputs, y, *, random_state=None) -> np.ndarray:
         """Scores of the pairs ``(x_i, y_i)``, computed block by block."""
-        randomized = self._check_params()["randomized"]
+        params = self._check_params()
         n, k = outputs.shape
         y = np.asarray(y)
-        u = check_random_state(random_state).uniform(size=n) if randomized else None
-        penalties = self._penalties(k)
+        u = check_random_state(random_state).uniform(size=n) if params["randomized"] else None
+        penalties = self._penalties(k, params)
         scores = np.empty(n)
         for rows in _row_blocks(n, k):
             block = outputs[rows]
@@ -228,9 +233,9 @@ class _CumulativeMassScore(ClassificationScore):
             scores[rows] = score
         return scores
 
-    def _top_score(self, n_classes: int) -> float:
+    def _top_score(self, n_classes: int, params: dict) -> float:
         """The largest possible score: every set at a threshold this high is full."""
-        penalties = self._penalties(n_classes)
+        penalties = self._penalties(n_classes, params)
         return 1.0 if penalties is None else float(1.0 + penalties[-1])
 
     def predict_set(self, outputs, threshold, *, random_state=None) -> np.ndarray:
@@ -238,12 +243,13 @@ class _CumulativeMassScore(ClassificationScore):
 
         Rows are processed in blocks, so memory beyond the result is bounded.
         """
-        randomized = self._check_params()["randomized"]
+        params = self._check_params()
+        randomized = params["randomized"]
         n, k = outputs.shape
-        if not randomized and threshold >= self._top_score(k):
+        if not randomized and threshold >= self._top_score(k, params):
             return np.ones(outputs.shape, dtype=bool)
         u = check_random_state(random_state).uniform(size=n) if randomized else None
-        penalties = self._penalties(k)
+        penalties = self._penalties(k, params)
         # Penalty of the label at sorted position j, whose group would start there.
         by_position = None if penalties is None else penalties[::-1].copy()
         sets = np.empty(outputs.shape, dtype=bool)
@@ -416,9 +422,9 @@ class RAPS(_CumulativeMassScore):
     """
 
     _parameter_constraints: dict = {
-        "k_reg": [Interval("integer", 0, None)],
-        "lambda_": [Interval("real", 0.0, None)],
-        "randomized": [Boolean()],
+        "k_reg": [Interval(Integral, 0, None, closed="left")],
+        "lambda_": [Interval(Real, 0.0, None, closed="left")],
+        "randomized": ["boolean"],
     }
 
     def __init__(self, k_reg: int = 1, lambda_: float = 0.01, randomized: bool = False):
@@ -426,8 +432,7 @@ class RAPS(_CumulativeMassScore):
         self.lambda_ = lambda_
         self.randomized = randomized
 
-    def _penalties(self, n_classes: int) -> np.ndarray:
-        params = self._check_params()
+    def _penalties(self, n_classes: int, params: dict) -> np.ndarray:
         ranks = np.arange(1, n_classes + 1, dtype=np.int64)
         excess = np.maximum(ranks - min(params["k_reg"], n_classes), 0).astype(np.float64)
         with np.errstate(over="ignore"):
@@ -445,9 +450,12 @@ class RAPS(_CumulativeMassScore):
         The upper end is computed with the same floating-point operations as the score
         of the least likely label, so it is attained exactly.
         """
+        return self._range(n_classes, self._check_params())
+
+    def _range(self, n_classes: int, params: dict) -> tuple[float, float]:
         if int(n_classes) < 1:
             raise ValueError(f"n_classes must be >= 1; got {n_classes!r}.")
-        return 0.0, self._top_score(int(n_classes))
+        return 0.0, self._top_score(int(n_classes), params)
 
     def check_estimator(self, estimator) -> None:
         """Require ``predict_proba`` and ``classes_``; record ``n_classes_``."""
@@ -456,9 +464,9 @@ class RAPS(_CumulativeMassScore):
             raise TypeError(
                 f"{type(estimator).__name__} has no classes_: it is not a fitted classifier."
             )
-        self._check_params()
+        params = self._check_params()
         self.n_classes_ = len(estimator.classes_)
-        self.score_range(self.n_classes_)  # fails early if the range overflows
+        self._range(self.n_classes_, params)  # fails early if the range overflows
 
     @property
     def natural_bounds(self) -> tuple[float, float]:

@@ -14,11 +14,13 @@ can differ only by the rounding of that one addition.
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import Interval, NoneValue, validate_params
+from .._param_validation import Interval, validate_params
 from ._base import BaseConformityScore
 
 __all__ = ["CQR", "AbsoluteResidual", "NormalizedResidual", "RegressionScore"]
@@ -262,11 +264,14 @@ class NormalizedResidual(RegressionScore):
         return type(self)(self.difficulty_estimator, min_difficulty=self.min_difficulty)
 
     _parameter_constraints: dict = {
-        "min_difficulty": [NoneValue(), Interval("real", 0.0, None, closed="neither")],
+        "difficulty_estimator": "no_validation",  # check_estimator: fitted, with predict
+        "min_difficulty": [None, Interval(Real, 0.0, None, closed="neither")],
     }
 
     def _check_params(self) -> None:
-        validate_params(self, self._parameter_constraints)
+        validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
 
     def check_estimator(self, estimator) -> None:
         """Require ``estimator.predict`` and a fitted difficulty estimator with ``predict``."""

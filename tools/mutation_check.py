@@ -240,7 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimator-spends-ignoring-adjacency",
         "privconf_sklearn/_base.py",
-        'privacy = calibration.privacy.under(plan.params["adjacency"])',
+        'privacy = calibration.privacy.under(run.params["adjacency"])',
         "privacy = calibration.privacy",
         ("tests/test_accountant.py",),
         "a monotone ExponQ under replace-one spends epsilon instead of 2 epsilon",
@@ -350,6 +350,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "        total = part\n",
         ("tests/test_dask_fit_calibrate.py",),
         "the cluster's bin counts keep one partition instead of their sum",
+    ),
+    # --- public calibration steps (issue 26)
+    Mutant(
+        "calibration-run-scores-before-reservation",
+        "privconf_sklearn/_calibration_run.py",
+        'self._require(self._reserved is not None, "fix_score_range comes after reserve")',
+        'self._require(True, "fix_score_range comes after reserve")',
+        ("tests/test_calibration_run.py",),
+        "a calibration run maps scores before its exact spend is reserved on the ledger",
     ),
 )
 

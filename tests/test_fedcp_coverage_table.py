@@ -206,6 +206,7 @@ def test_fast_values_stay_within_the_decision_margin_in_the_corners():
             ranks = np.array(sorted({1, 2, n // 2, max(n - 1, 1), n}))[:, None]
             ks = np.array(sorted({1, 2, m // 2, m}))[None, :]
             difference = approximate_coverage(ranks, ks, m, n) - qq_coverage(ranks, ks, m, n)
+            assert not np.isnan(difference).any()  # max(worst, nan) would drop it silently
             worst = max(worst, float(np.max(np.abs(difference))))
     assert worst < DECISION_MARGIN / 10
 
@@ -220,7 +221,9 @@ def test_fast_values_agree_with_the_quadrature():
         if m * n > 10**7:
             continue
         rank, k = int(rng.integers(max(1, n // 2), n + 1)), int(rng.integers(1, m + 1))
-        worst = max(worst, abs(approximate_coverage(rank, k, m, n) - qq_coverage(rank, k, m, n)))
+        difference = approximate_coverage(rank, k, m, n) - qq_coverage(rank, k, m, n)
+        assert not math.isnan(difference)  # max(worst, nan) would drop it silently
+        worst = max(worst, abs(difference))
     assert worst < 1e-13
 
 
@@ -391,7 +394,9 @@ def test_fast_unequal_columns_agree_with_the_quadrature():
             int(max(1, min(s + 1, round(rng.uniform(0.0, 1.05) * (s + 1))))) for s in sizes
         )
         exact = unequal_coverage_column(sizes, ranks)
-        worst = max(worst, np.max(np.abs(approximate_unequal_column(sizes, ranks) - exact)))
+        difference = approximate_unequal_column(sizes, ranks) - exact
+        assert not np.isnan(difference).any()  # max(worst, nan) would drop it silently
+        worst = max(worst, float(np.max(np.abs(difference))))
         if sum(sizes) <= EXACT_MAX_DEGREE:
             rational = np.array([float(x) for x in exact_coverage_column(sizes, ranks)])
             assert np.max(np.abs(rational - exact)) < EXACT

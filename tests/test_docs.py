@@ -624,7 +624,11 @@ def test_mutation_check_page_lists_every_mutant():
     assert len(module.MUTANTS) >= 15 and not missing, missing
     for mutant in module.MUTANTS:
         source = (ROOT / mutant.path).read_text(encoding="utf-8")
-        assert all((ROOT / test).is_file() for test in mutant.tests), mutant.name
+        for test in mutant.tests:  # a file, or a node id "file::test_name"
+            path, _, name = test.partition("::")
+            assert (ROOT / path).is_file(), (mutant.name, test)
+            text = (ROOT / path).read_text(encoding="utf-8")
+            assert not name or f"def {name.split('[')[0]}(" in text, (mutant.name, test)
         # Exactly once: a refactor that moves the line makes the mutant stale (and the
         # strict mutation check in CI fail); caught here, in the fast suite, first.
         count = source.count(mutant.original)

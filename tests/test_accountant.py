@@ -196,6 +196,7 @@ def test_grid_search_spends_on_the_shared_accountant(data, model, dp):
     assert np.isclose(accountant.total()[0], 4.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("default_ledger", [False, True], ids=["given ledger", "default ledger"])
 def test_grid_search_in_worker_processes_refuses_instead_of_losing_spending(
     data, model, dp, default_ledger
@@ -313,6 +314,7 @@ def _run_without_diffprivlib(code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_without_diffprivlib_default_ledger_fails_before_reading_data():
     result = _run_without_diffprivlib(
         """
@@ -369,6 +371,7 @@ def test_without_diffprivlib_default_ledger_fails_before_reading_data():
     assert lines["LOADED"] == "False"
 
 
+@pytest.mark.slow
 def test_import_loads_diffprivlib_when_it_can(dp):
     result = subprocess.run(
         [sys.executable, "-c", "import sys, privconf_sklearn; print('diffprivlib' in sys.modules)"],
@@ -380,6 +383,7 @@ def test_import_loads_diffprivlib_when_it_can(dp):
     assert result.stdout.strip() == "True", result.stderr
 
 
+@pytest.mark.slow
 def test_process_parallel_jobs_work_after_diffprivlib_is_imported(dp, tmp_path):
     """diffprivlib's warning filter travels to scikit-learn's joblib workers; unpickling it
     there imports diffprivlib in a fresh interpreter. The package's own filter entry, kept
@@ -416,6 +420,7 @@ def test_process_parallel_jobs_work_after_diffprivlib_is_imported(dp, tmp_path):
     assert result.stdout.strip().splitlines()[-1] == "2"
 
 
+@pytest.mark.slow
 def test_compatibility_step_restores_the_removed_tree_aliases(dp):
     """On scikit-learn >= 1.9 the gateway defines DOUBLE / DTYPE (as <= 1.8 had them) before
     diffprivlib is imported; simulated here by removing them first. Nothing else changes,

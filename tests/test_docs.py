@@ -232,6 +232,7 @@ def run_page(path: Path, cwd: Path) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "page", executed_pages(), ids=lambda p: str(p.relative_to(DOCS)).removesuffix(".rst")
 )
@@ -270,7 +271,11 @@ def test_runner_refuses_unknown_languages_and_commands(tmp_path):
 # ----------------------------------------------------------------------- build
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory):
-    """Build the site once, as the README says, with warnings as errors."""
+    """Build the site once, as the README says, with warnings as errors.
+
+    Once per worker: every test using it is marked ``xdist_group("docs-build")``, so
+    that pytest-xdist (``--dist loadgroup``) runs them all in the same worker.
+    """
     output = tmp_path_factory.mktemp("html")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
     done = subprocess.run(
@@ -288,6 +293,8 @@ def test_readme_gives_the_build_command():
     assert "python -m sphinx -W --keep-going -b html docs docs/_build/html" in README
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_docs_build_without_warnings(built_site):
     done, output = built_site
     assert done.returncode == 0, done.stdout + done.stderr
@@ -324,6 +331,8 @@ def _documented_objects(output: Path) -> dict[str, object]:
     return documented
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_api_reference_documents_every_public_name(built_site):
     """Each ``__all__`` entry is documented, under its own name or as the same object."""
     done, output = built_site
@@ -404,6 +413,8 @@ def test_remote_load_detector_sees_scripts_styles_and_css_urls(tmp_path):
     assert len(found) == 3 and all("example/" in entry for entry in found), found
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_site_loads_nothing_remote(built_site):
     """Every script, stylesheet, image and font of the site comes with the site."""
     done, output = built_site
@@ -421,6 +432,8 @@ def _math_pages(output: Path) -> list[Path]:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_math_pages_load_the_bundled_renderer(built_site):
     """Pages with math load MathJax from the site itself; the bundle needs no network.
 
@@ -447,6 +460,8 @@ _CHROMIUM = next(
 )
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 @pytest.mark.skipif(_CHROMIUM is None, reason="needs a headless Chromium (Debian: chromium)")
 def test_math_renders_with_the_network_off(built_site, tmp_path):
     """In a browser that can resolve no host, every formula becomes SVG, none an error."""

@@ -140,6 +140,7 @@ def test_exact_privacy_at_the_worst_case(epsilon):
     assert _loss(mechanism, first, second, alpha) == pytest.approx(0.75 * epsilon, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_bins", ["auto", 5])
 def test_sampler_matches_the_exact_distribution(n_bins):
     """20000 runs of DPAPS.calibrate against threshold_distribution (exact tails)."""

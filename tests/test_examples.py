@@ -34,6 +34,7 @@ def test_there_are_examples():
     assert len(EXAMPLES) >= 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda path: path.stem)
 def test_example_runs_quick_and_writes_its_outputs(script, tmp_path, capsys):
     written = _load(script).main(["--quick", "--output", str(tmp_path)])

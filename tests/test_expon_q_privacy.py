@@ -171,6 +171,7 @@ def test_full_mechanism_is_epsilon_dp_under_replace_one(n, alpha, scaling):
         assert values.tolist() == [1.0] and p.tolist() == [0.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scaling", SCALINGS)
 def test_sampler_matches_exact_distribution(scaling):
     """ExponQ.calibrate's outputs against threshold_distribution, exact binomial tails."""

@@ -158,6 +158,7 @@ def scores_of(counts, n_bins, rng):
     return np.where(rng.uniform(size=values.shape[0]) < 0.5, values, inside)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes, alpha, epsilon, n_bins, scaling", PRIVACY_PLANS)
 def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
     sizes, alpha, epsilon, n_bins, scaling
@@ -192,6 +193,7 @@ def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
         assert add_remove <= stated.under("add/remove").epsilon * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_privacy_check_catches_an_unscaled_mechanism():
     """The paper's utility without its sensitivity scaling exceeds epsilon."""
     plan = make_plan((12, 12), 0.3, epsilon=10.0, n_bins=6, gamma=0.5, scaling="paper")
@@ -204,6 +206,7 @@ def test_privacy_check_catches_an_unscaled_mechanism():
     assert replace_one_loss(unscaled, 12, 6) > 10.0 * 2
 
 
+@pytest.mark.slow
 def test_agent_message_samples_its_exact_distribution():
     """Exact binomial test per edge, Bonferroni over the edges."""
     plan = make_plan((12, 12), 0.3, epsilon=5.0, n_bins=5, gamma=0.5)
@@ -462,6 +465,7 @@ def test_make_plan_refuses_astronomical_sizes_before_any_work():
 
 
 # ----------------------------------------------------------- example
+@pytest.mark.slow
 def test_example_runs_three_agent_processes_and_a_server():
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "federated_protocol.py")],

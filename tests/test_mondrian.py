@@ -339,6 +339,7 @@ def _exact_data(groups):
     return np.array(X), np.array(y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("private", [False, True], ids=["public", "private"])
 def test_estimator_release_follows_the_exact_distribution(private):
     """The estimator's joint release matches the product distribution above, cell by cell.
@@ -462,6 +463,7 @@ def _coverage_mechanisms():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_coverage_mechanisms()))
 def test_per_class_coverage_meets_the_group_bound(name):
     """Each run: fresh calibration set with fixed class counts, one fresh test row per class.
@@ -504,6 +506,7 @@ def test_per_class_coverage_meets_the_group_bound(name):
         assert {b for _, b in bounds} == {(1 - sizes.beta) * floor}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes", ["public", "private"])
 def test_per_group_interval_coverage_meets_the_bound(sizes):
     """Regression, groups from a feature: noise sd 0.5 in group False, 2 in group True.
@@ -564,6 +567,7 @@ def test_marginal_calibration_misses_the_minority_class_mondrian_does_not():
     assert coverage[None][2] < 0.8 < 0.85 < min(coverage["class"])
 
 
+@pytest.mark.slow
 def test_private_sizes_subsample_the_group_uniformly():
     """With m < n_h released, the mechanism sees m of the group's rows drawn uniformly.
 

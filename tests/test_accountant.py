@@ -195,6 +195,7 @@ def test_grid_search_spends_on_the_shared_accountant(data, model, dp):
     assert np.isclose(accountant.total()[0], 4.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("default_ledger", [False, True], ids=["given ledger", "default ledger"])
 def test_grid_search_in_worker_processes_refuses_instead_of_losing_spending(
     data, model, dp, default_ledger
@@ -312,6 +313,7 @@ def _run_without_diffprivlib(code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_without_diffprivlib_default_ledger_fails_before_reading_data():
     result = _run_without_diffprivlib(
         """

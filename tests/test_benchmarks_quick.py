@@ -170,6 +170,7 @@ def test_paper_numbers_are_complete():
     assert PAPER_TABLE4["dp_nb", "P-COQS"][4] == (0.0072, 0.0003)
 
 
+@pytest.mark.slow
 def test_every_reproduction_runs_quick(tmp_path, capsys):
     assert cli.main(["all", "--quick", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out

@@ -57,7 +57,9 @@ def adversarial_scores(m, rng, n_edges=2000):
     return np.clip(scores, 0.0, 1.0)
 
 
-SIZES = [1, 2, 3, 7, 10, 20, 97, 100, 997, 1000, 4096, 2**16, 10**5 + 3, 10**6, 2**24 - 1, MAX_BINS]
+#: The largest grids build edge tables of millions of entries: over the fast tests' budget.
+SIZES = [1, 2, 3, 7, 10, 20, 97, 100, 997, 1000, 4096, 2**16, 10**5 + 3, 10**6]
+SIZES += [pytest.param(m, marks=pytest.mark.slow) for m in (2**24 - 1, MAX_BINS)]
 
 
 @pytest.mark.parametrize("m", SIZES)

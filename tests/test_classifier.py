@@ -28,7 +28,7 @@ from privconf_sklearn.metrics import (
 from privconf_sklearn.mondrian import PrivateGroupSizes
 from privconf_sklearn.scores import APS, LAC
 
-from ._checks import CountingExponQ, sign_of_first_feature
+from ._checks import CountingExponQ, assert_private_path_ran, sign_of_first_feature
 from ._coverage import covered_count_lower_limit
 from ._environment import DP_LOGISTIC_BROKEN, DP_LOGISTIC_REASON
 
@@ -73,27 +73,20 @@ COMMON_CHECK_ESTIMATORS = [
     ),
 ]
 
-
-@pytest.fixture(scope="module")
-def private_releases_in_checks():
-    """Collects ExponQ releases made during the common checks; afterwards, if the checks
-    that train and predict ran, at least one release must have been private and
-    informative (the private path really ran)."""
-    CountingExponQ.releases = []
-    ran = set()
-    yield ran
-    if "check_classifiers_train" in ran:
-        assert any(CountingExponQ.releases), "no feasible private calibration in the checks"
+#: A common check that trains an ExponQ estimator on enough rows for a private,
+#: informative release: the checks must exercise the private path.
+PRIVATE_PATH = (COMMON_CHECK_ESTIMATORS[1], "check_classifiers_train")
 
 
 @parametrize_with_checks(COMMON_CHECK_ESTIMATORS)
-def test_sklearn_common_checks(estimator, check, private_releases_in_checks):
+def test_sklearn_common_checks(estimator, check):
     """All scikit-learn common checks pass; none is declared as an expected failure."""
+    CountingExponQ.releases = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InfeasibleCalibrationWarning)
         warnings.filterwarnings("ignore", message="Mondrian calibration", category=UserWarning)
         check(estimator)
-    private_releases_in_checks.add(getattr(check, "func", check).__name__)
+    assert_private_path_ran(estimator, check, PRIVATE_PATH)
 
 
 def test_common_check_sizes_reach_the_private_level():

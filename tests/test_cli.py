@@ -62,6 +62,7 @@ def test_show_and_verify(tmp_path, capsys):
     assert "does not match" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_module_entry_point_exit_code(tmp_path):
     _cards()[1].save(tmp_path / "bad.json")
     code, stdout, stderr = _run("card", "verify", str(tmp_path / "bad.json"))
@@ -69,6 +70,7 @@ def test_module_entry_point_exit_code(tmp_path):
     assert "REJECTED" in stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("action", "card", "expected"), [("show", 0, 0), ("verify", 1, 1)])
 def test_a_closed_pipe_ends_quietly(tmp_path, action, card, expected):
     """``card show card.json | head`` must not end in a BrokenPipeError traceback."""

@@ -111,6 +111,7 @@ def assert_same_release(in_memory, on_dask):
     assert on_dask.score_bounds_ == in_memory.score_bounds_
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 @pytest.mark.parametrize("score", ["lac", "aps", "raps"])
 def test_classifier_release_equals_in_memory(client, fetch_limit, mechanism, score):
@@ -133,6 +134,7 @@ def test_classifier_release_equals_in_memory(client, fetch_limit, mechanism, sco
     np.testing.assert_array_equal(on_dask.predict_set(X[:200]), in_memory.predict_set(X[:200]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["ExponQ", "DPAPS", "SplitConformal"])
 def test_many_partitions_release_equals_in_memory(client, fetch_limit, mechanism):
     """100 partitions: the count arrays (bin counts, key histograms) are summed on the
@@ -149,6 +151,7 @@ def test_many_partitions_release_equals_in_memory(client, fetch_limit, mechanism
     assert_same_release(*both_ways(make, X, y, chunks=60))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 def test_heavily_tied_scores_release_equals_in_memory(client, fetch_limit, mechanism):
     # A depth-2 tree has at most 4 distinct probability vectors: thousands of equal scores.
@@ -215,6 +218,7 @@ FEDERATED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(FEDERATED))
 @pytest.mark.parametrize("sizes", [(3, 200, 250), (900, 1400, 1100, 2600)])
 def test_federated_release_equals_in_memory(client, fetch_limit, mechanism, sizes):

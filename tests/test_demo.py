@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from privconf_sklearn.__main__ import main
 
@@ -53,6 +54,7 @@ def test_cli_demo(capsys):
     assert "score = aps" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_module_entry_point():
     result = subprocess.run(
         [sys.executable, "-m", "privconf_sklearn", "demo", "--n-samples", "2000"],

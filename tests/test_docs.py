@@ -238,6 +238,7 @@ def run_page(path: Path, cwd: Path) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "page", executed_pages(), ids=lambda p: str(p.relative_to(DOCS)).removesuffix(".rst")
 )
@@ -276,7 +277,11 @@ def test_runner_refuses_unknown_languages_and_commands(tmp_path):
 # ----------------------------------------------------------------------- build
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory):
-    """Build the site once, as the README says, with warnings as errors."""
+    """Build the site once, as the README says, with warnings as errors.
+
+    Once per worker: every test using it is marked ``xdist_group("docs-build")``, so
+    that pytest-xdist (``--dist loadgroup``) runs them all in the same worker.
+    """
     output = tmp_path_factory.mktemp("html")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
     done = subprocess.run(
@@ -295,6 +300,8 @@ def test_readme_gives_the_build_command():
     assert "python -m sphinx -W --keep-going -b html docs docs/_build/html" in README
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_docs_build_without_warnings(built_site):
     done, output = built_site
     assert done.returncode == 0, done.stdout + done.stderr
@@ -356,6 +363,8 @@ def _documented_objects(output: Path) -> dict[str, object]:
     return documented
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_api_reference_documents_every_public_name(built_site):
     """Each ``__all__`` entry is documented, under its own name or as the same object."""
     done, output = built_site
@@ -436,6 +445,8 @@ def test_remote_load_detector_sees_scripts_styles_and_css_urls(tmp_path):
     assert len(found) == 3 and all("example/" in entry for entry in found), found
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_site_loads_nothing_remote(built_site):
     """Every script, stylesheet, image and font of the site comes with the site."""
     done, output = built_site
@@ -453,6 +464,8 @@ def _math_pages(output: Path) -> list[Path]:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 def test_math_pages_load_the_bundled_renderer(built_site):
     """Pages with math load MathJax from the site itself; the bundle needs no network.
 
@@ -479,6 +492,8 @@ _CHROMIUM = next(
 )
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 @pytest.mark.skipif(_CHROMIUM is None, reason="needs a headless Chromium (Debian: chromium)")
 def test_math_renders_with_the_network_off(built_site, tmp_path):
     """In a browser that can resolve no host, every formula becomes SVG, none an error."""
@@ -656,8 +671,11 @@ def test_mutation_check_page_lists_every_mutant():
     assert len(module.MUTANTS) >= 15 and not missing, missing
     for mutant in module.MUTANTS:
         source = (ROOT / mutant.path).read_text(encoding="utf-8")
-        # A test file, or one test of it ("path::name").
-        assert all((ROOT / test.split("::")[0]).is_file() for test in mutant.tests), mutant.name
+        for test in mutant.tests:  # a file, or a node id "file::test_name"
+            path, _, name = test.partition("::")
+            assert (ROOT / path).is_file(), (mutant.name, test)
+            text = (ROOT / path).read_text(encoding="utf-8")
+            assert not name or f"def {name.split('[')[0]}(" in text, (mutant.name, test)
         # Exactly once: a refactor that moves the line makes the mutant stale (and the
         # strict mutation check in CI fail); caught here, in the fast suite, first.
         count = source.count(mutant.original)

@@ -46,6 +46,7 @@ def test_script_is_a_gallery_page_with_its_command(script):
     assert f"python examples/{script.name}" in docstring
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     GALLERY_BUILD_RUNS_THEM, reason="the docs build runs every example (tests/test_docs.py)"
 )

@@ -212,6 +212,7 @@ def test_tight_correction_against_the_papers():
     assert paper.rank_corrections[0] > smallest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sizes, epsilon, n_bins, scaling, trials",
     [

@@ -36,6 +36,7 @@ def test_issue_examples(equal, unequal):
     assert plan.coverage_lower_bound < 0.9005
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [None, 2.0])
 def test_never_worse_than_the_equal_plan_at_the_smallest_size(epsilon):
     """Property over random size vectors (fixed seed): feasible whenever the equal-size
@@ -79,6 +80,7 @@ def test_subsets_are_uniformly_random():
     assert binomial_lower_limit(trials, 0.9) <= covered <= binomial_upper_limit(trials, 0.9)
 
 
+@pytest.mark.slow
 def test_private_plans_certify_the_ranks_they_announce():
     """Unequal FedCP2-QQ plans: the agents that release serve the server rank, the others
     count as +inf in the table, and the table coverage is the certified value at exactly

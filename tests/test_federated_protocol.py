@@ -33,6 +33,7 @@ from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
 from privconf_sklearn.mechanisms.expon_q import quantile_log_probabilities
 
 from ._hang import no_hang
+from ._privacy import privacy_loss
 from ._stats import FALSE_FAILURE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +134,7 @@ def replace_one_loss(log_probabilities_of, size, n_bins):
                 neighbour = list(counts)
                 neighbour[source] -= 1
                 neighbour[target] += 1
-                worst = max(worst, float(np.max(np.abs(log_p - table[tuple(neighbour)]))))
+                worst = max(worst, privacy_loss(log_p, table[tuple(neighbour)]))
     return worst
 
 
@@ -146,7 +147,7 @@ def add_remove_loss(log_probabilities_of, size, n_bins):
         for added in range(n_bins):
             neighbour = list(counts)
             neighbour[added] += 1
-            worst = max(worst, float(np.max(np.abs(log_p - large[tuple(neighbour)]))))
+            worst = max(worst, privacy_loss(log_p, large[tuple(neighbour)]))
     return worst
 
 
@@ -158,6 +159,7 @@ def scores_of(counts, n_bins, rng):
     return np.where(rng.uniform(size=values.shape[0]) < 0.5, values, inside)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes, alpha, epsilon, n_bins, scaling", PRIVACY_PLANS)
 def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
     sizes, alpha, epsilon, n_bins, scaling
@@ -166,6 +168,7 @@ def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
     size; add/remove: one score more, the plan fixed): max log ratio <= epsilon."""
     plan = make_plan(sizes, alpha, epsilon=epsilon, n_bins=n_bins, gamma=0.5, scaling=scaling)
     assert plan.feasible and plan.n_bins == n_bins
+    stated = FedCP2QQ(epsilon, n_bins=n_bins, gamma=0.5, scaling=scaling).privacy_guarantee()
     rng = np.random.default_rng(0)
     checked = set()
     for agent, size in enumerate(sizes):
@@ -185,11 +188,13 @@ def test_each_agent_message_is_epsilon_dp_under_both_adjacencies(
         for counts in list(all_count_vectors(size, n_bins))[::97]:
             np.testing.assert_allclose(agent_side(counts), mechanism(counts), atol=1e-12)
         replace = replace_one_loss(mechanism, size, n_bins)
-        assert replace <= epsilon * (1 + 1e-12)
+        assert replace <= stated.under("replace-one").epsilon * (1 + 1e-12)
         assert replace >= 0.3 * epsilon  # the check is not vacuous
-        assert add_remove_loss(mechanism, size, n_bins) <= epsilon * (1 + 1e-12)
+        add_remove = add_remove_loss(mechanism, size, n_bins)
+        assert add_remove <= stated.under("add/remove").epsilon * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_privacy_check_catches_an_unscaled_mechanism():
     """The paper's utility without its sensitivity scaling exceeds epsilon."""
     plan = make_plan((12, 12), 0.3, epsilon=10.0, n_bins=6, gamma=0.5, scaling="paper")
@@ -202,6 +207,7 @@ def test_privacy_check_catches_an_unscaled_mechanism():
     assert replace_one_loss(unscaled, 12, 6) > 10.0 * 2
 
 
+@pytest.mark.slow
 def test_agent_message_samples_its_exact_distribution():
     """Exact binomial test per edge, Bonferroni over the edges."""
     plan = make_plan((12, 12), 0.3, epsilon=5.0, n_bins=5, gamma=0.5)
@@ -462,6 +468,7 @@ def test_make_plan_refuses_astronomical_sizes_before_any_work():
 
 
 # ----------------------------------------------------------- example
+@pytest.mark.slow
 def test_example_runs_three_agent_processes_and_a_server():
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "federated_protocol.py")],

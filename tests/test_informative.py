@@ -28,6 +28,7 @@ CENTRAL = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", CENTRAL, ids=repr)
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.3])
 def test_min_informative_samples_is_the_feasibility_boundary(mechanism, alpha):

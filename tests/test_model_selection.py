@@ -290,6 +290,7 @@ def test_mixed_mechanisms_are_not_compared_across_groups():
 
 
 # ----------------------------------------------------------------- Remark 5.3
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -330,6 +331,7 @@ def test_observed_inflation_stays_below_the_certificate_width():
 
 
 # ------------------------------------------------------------------- figure
+@pytest.mark.slow
 def test_figure_script_quick(tmp_path):
     pytest.importorskip("matplotlib")
     path = ROOT / "benchmarks" / "figure_certificate_width.py"

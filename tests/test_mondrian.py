@@ -1,5 +1,6 @@
 """Mondrian (group-conditional) calibration: exactness, privacy, coverage, bad input."""
 
+import dataclasses
 import itertools
 import math
 import pickle
@@ -38,6 +39,7 @@ from privconf_sklearn.mondrian import (
 from privconf_sklearn.privacy import PrivacyGuarantee, gaussian_epsilon
 from privconf_sklearn.scores import APS
 
+from ._privacy import dict_privacy_loss
 from ._stats import FALSE_FAILURE, binomial_lower_limit
 
 
@@ -293,11 +295,6 @@ def _private_release_distribution(groups, n_cap):
     return joint
 
 
-def _max_log_ratio(first, second):
-    keys = set(first) | set(second)
-    return max(abs(math.log(first.get(k, 0.0)) - math.log(second.get(k, 0.0))) for k in keys)
-
-
 # Every group keeps at least two rows in every neighbour, so each release is feasible
 # (the sizes decide feasibility, and with public sizes they are part of the public input).
 GROUP_A, GROUP_B = [0.2, 0.5, 0.9], [0.1, 0.7, 0.4]
@@ -315,7 +312,7 @@ NEIGHBOURS = {
 def test_exact_privacy_public_sizes(name):
     """max_o |log P_D(o) - log P_D'(o)| <= the recorded epsilon (2 eps for a moving row)."""
     adjacency, group_a, group_b = NEIGHBOURS[name]
-    loss = _max_log_ratio(
+    loss = dict_privacy_loss(
         _public_release_distribution([GROUP_A, GROUP_B]),
         _public_release_distribution([group_a, group_b]),
     )
@@ -329,7 +326,7 @@ def test_exact_privacy_private_sizes(name):
     """Sizes and thresholds together; add/remove with the public n fixed (the convention)."""
     adjacency, group_a, group_b = NEIGHBOURS[name]
     n_cap = len(GROUP_A) + len(GROUP_B)
-    loss = _max_log_ratio(
+    loss = dict_privacy_loss(
         _private_release_distribution([GROUP_A, GROUP_B], n_cap),
         _private_release_distribution([group_a, group_b], n_cap),
     )
@@ -351,6 +348,7 @@ def _exact_data(groups):
     return np.array(X), np.array(y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("private", [False, True], ids=["public", "private"])
 def test_estimator_release_follows_the_exact_distribution(private):
     """The estimator's joint release matches the product distribution above, cell by cell.
@@ -514,6 +512,7 @@ def _coverage_mechanisms():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_coverage_mechanisms()))
 def test_per_class_coverage_meets_the_group_bound(name):
     """Each run: fresh calibration set with fixed class counts, one fresh test row per class.
@@ -556,6 +555,7 @@ def test_per_class_coverage_meets_the_group_bound(name):
         assert {b for _, b in bounds} == {(1 - sizes.beta) * floor}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes", ["public", "private"])
 def test_per_group_interval_coverage_meets_the_bound(sizes):
     """Regression, groups from a feature: noise sd 0.5 in group False, 2 in group True.
@@ -616,6 +616,7 @@ def test_marginal_calibration_misses_the_minority_class_mondrian_does_not():
     assert coverage[None][2] < 0.8 < 0.85 < min(coverage["class"])
 
 
+@pytest.mark.slow
 def test_private_sizes_subsample_the_group_uniformly():
     """With m < n_h released, the mechanism sees m of the group's rows drawn uniformly.
 
@@ -659,6 +660,72 @@ def test_private_sizes_grid_and_floor():
         DPAPS(epsilon=1.0, n_bins=20, beta=1e-3), 0.1, 10**5
     ) == pytest.approx(0.899)
     assert private_sizes_coverage_floor(ExponQ(epsilon=1.0), 0.1, 5) == 1.0  # never feasible
+
+
+class ConfidentExponQ(ExponQ):
+    """ExponQ whose certified bound is stated to hold with probability 0.95 only, as a
+    mechanism that certifies "with confidence 1 - beta" may (the public
+    QuantileMechanism contract); positive at every feasible size, unlike P-COQS, whose
+    zero bound at small sizes makes every floor over the grid 0."""
+
+    def coverage_certificate(self, n_samples, alpha):
+        certificate = super().coverage_certificate(n_samples, alpha)
+        return dataclasses.replace(certificate, confidence=0.95)
+
+
+@pytest.mark.parametrize(
+    "mechanism", [ConfidentExponQ(epsilon=1.0), PCOQS(rho=0.5)], ids=["confident-0.95", "pcoqs"]
+)
+def test_private_sizes_floor_is_the_smallest_certified_marginal_bound(mechanism):
+    """The floor is the minimum, over the grid sizes ``v <= n`` at which the mechanism
+    certifies, of ``lower_bound * confidence`` (a bound holding with probability
+    ``confidence`` over the noise is marginally their product): a floor that forgot the
+    confidence would exceed one of those products, and the group bound built on it
+    would overstate coverage."""
+    alpha, n_max = 0.1, 2000
+    grid = [v for v in range(1, n_max + 1) if size_grid_floor(v) == v]
+    certificates = [mechanism.coverage_certificate(v, alpha) for v in grid]
+    feasible = [c for c in certificates if c.feasible]
+    assert feasible and all(c.confidence < 1 for c in feasible)
+    floor = private_sizes_coverage_floor(mechanism, alpha, n_max)
+    assert floor == min(c.lower_bound * c.confidence for c in feasible)
+
+
+def test_a_group_smaller_than_its_released_size_is_padded_with_top_scores():
+    """Private sizes: when the released size ``m`` exceeds a group's ``n_g`` rows, the
+    mechanism runs on the group's scores plus ``m - n_g`` scores at the top of the range
+    (padding that can only raise the threshold, so the coverage bound still holds). With
+    SplitConformal the release is then deterministic: the ``ceil((m + 1)(1 - alpha))``-th
+    smallest padded score, or the trivial top of the range when that rank exceeds ``m``."""
+    alpha = 0.5
+    X, y = _exact_data([GROUP_A, GROUP_B])
+    estimator = PrivateConformalRegressor(
+        SecondColumn().fit(X, y),
+        mechanism=SplitConformal(),
+        alpha=alpha,
+        score_bounds=(0.0, 1.0),
+        mondrian=first_column_positive,
+        group_sizes=PrivateGroupSizes(SIZE_EPSILON, beta=BETA, group_ids=[False, True]),
+        accountant=_Unlimited(),
+    )
+    padded_releases = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        warnings.simplefilter("ignore", ScoreBoundsWarning)
+        for run in range(60):
+            estimator.set_params(random_state=run).fit_calibrate(X, y)
+            released = estimator.calibration_.details["group_calibration_sizes"]
+            for scores, m, group in zip(
+                (GROUP_A, GROUP_B), released, estimator.calibration_.groups, strict=True
+            ):
+                if m <= len(scores):
+                    continue
+                padded = np.sort(np.r_[scores, np.ones(m - len(scores))])
+                rank = math.ceil((m + 1) * (1 - alpha))
+                expected = padded[rank - 1] if rank <= m else 1.0
+                assert group.calibration.threshold == expected, (m, scores)
+                padded_releases += 1
+    assert padded_releases >= 10  # padding happened: the check is not vacuous
 
 
 def test_private_size_lower_bound_fails_with_probability_at_most_beta():

@@ -8,7 +8,8 @@
   heading) is one the snippet printed (as a fraction, rounded): the README's numbers
   come from the run, and a change of the library that changes them fails here.
 - The quick start is exactly two commands after cloning, and the test command is the
-  one ``.ci/run`` extracts.
+  one ``.ci/run`` extracts (the fast tests, on every core); ``.ci/run`` runs the slow
+  tests in a step of its own.
 - Runtime dependencies take floors only (installing never downgrades a newer release),
   and the README's "Dependencies" states the floors ``pyproject.toml`` declares (the
   ones CI's oldest-versions environment pins).
@@ -63,6 +64,7 @@ def test_readme_has_python_snippets():
     assert len(PYTHON_BLOCKS) >= 4  # classification, regression, federated, cards
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "source", PYTHON_BLOCKS, ids=[f"block{i + 1}" for i in range(len(PYTHON_BLOCKS))]
 )
@@ -118,9 +120,12 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
     install_and_demo, install_and_test = (c.strip() for c in commands)
     assert install_and_demo.endswith("-m privconf_sklearn demo")
     marked = README.split("<!-- ci:test-command -->\n```bash\n", 1)[1].split("\n", 1)[0]
-    assert marked == install_and_test and install_and_test.endswith("-m pytest")
+    assert marked == install_and_test
+    assert install_and_test.endswith('-m pytest -n auto -m "not slow"')
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "ci:test-command" in ci and 'bash -c "$cmd"' in ci
+    # CI still runs every test: the slow ones in a step of their own.
+    assert re.search(r'^\.venv/bin/python -m pytest .*-m slow', ci, re.M)
 
 
 def _runtime_requirements() -> list[str]:

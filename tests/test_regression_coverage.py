@@ -74,6 +74,7 @@ def runs_data():
     return X.reshape(RUNS, N_CALIBRATION + 1, 1), y.reshape(RUNS, N_CALIBRATION + 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(_mechanisms()))
 @pytest.mark.parametrize("score", ["absolute", "cqr"])
 def test_coverage_on_heteroscedastic_data(models, runs_data, score, mechanism):
@@ -143,6 +144,7 @@ def test_cqr_widths_adapt_to_the_noise_level(models):
 DIABETES_RUNS = 1000
 
 
+@pytest.mark.slow
 def test_diabetes_with_diffprivlib_linear_regression(dp):
     """load_diabetes, diffprivlib LinearRegression (public bounds), alpha = 0.1.
 

@@ -29,7 +29,7 @@ from privconf_sklearn.metrics import (
 )
 from privconf_sklearn.mondrian import PrivateGroupSizes
 
-from ._checks import CountingExponQ, sign_of_first_feature
+from ._checks import CountingExponQ, assert_private_path_ran, sign_of_first_feature
 from ._coverage import covered_count_lower_limit
 
 # Private instances at alpha = 0.2 and epsilon = 10: ExponQ's level is reachable on the
@@ -84,32 +84,26 @@ COMMON_CHECK_ESTIMATORS = [
     QuantilePair(Ridge(), Ridge(alpha=2.0)),
 ]
 
-
-@pytest.fixture(scope="module")
-def private_releases_in_checks():
-    """After the common checks (if check_regressors_train ran): some ExponQ release was
-    private and informative, i.e. the private path ran."""
-    CountingExponQ.releases = []
-    ran = set()
-    yield ran
-    if "check_regressors_train" in ran:
-        assert any(CountingExponQ.releases), "no feasible private calibration in the checks"
+#: A common check that trains an ExponQ estimator on enough rows for a private,
+#: informative release: the checks must exercise the private path.
+PRIVATE_PATH = (COMMON_CHECK_ESTIMATORS[1], "check_fit_idempotent")
 
 
 @parametrize_with_checks(COMMON_CHECK_ESTIMATORS)
-def test_sklearn_common_checks(estimator, check, private_releases_in_checks):
+def test_sklearn_common_checks(estimator, check):
     """All scikit-learn common checks pass; none is declared as an expected failure.
 
     Some checks' data sets are tiny (the private level is unreachable: an
     InfeasibleCalibrationWarning) and on arbitrary scales (scores outside the bounds:
     a ScoreBoundsWarning); both warnings are expected there.
     """
+    CountingExponQ.releases = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InfeasibleCalibrationWarning)
         warnings.simplefilter("ignore", ScoreBoundsWarning)
         warnings.filterwarnings("ignore", message="Mondrian calibration", category=UserWarning)
         check(estimator)
-    private_releases_in_checks.add(getattr(check, "func", check).__name__)
+    assert_private_path_ran(estimator, check, PRIVATE_PATH)
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,7 @@ scores_strategy = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(probability_rows(), st.floats(0, 3), scores_strategy)
 def test_sets_equal_scores_below_threshold(proba, threshold, score):

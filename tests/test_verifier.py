@@ -512,6 +512,7 @@ _JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(index=st.integers(min_value=0), value=_JSON_VALUES, reseal=st.booleans())
 def test_fuzzed_cards_never_crash_the_verifier(index, value, reseal):

@@ -13,6 +13,7 @@ import pytest
 from scipy import integrate, stats
 
 from privconf_sklearn.privacy import (
+    GaussianQueryComposer,
     bun_steinke_epsilon,
     gaussian_delta,
     gaussian_epsilon,
@@ -127,3 +128,23 @@ def test_zero_privacy_loss_edge_cases():
     assert zcdp_epsilon(0.0, 1e-5) == 0.0
     # A very weak mechanism already meets a large delta at epsilon = 0.
     assert gaussian_epsilon(0.01, 0.5) == 0.0
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.5, 3.0])
+@pytest.mark.parametrize("n_queries", [1, 7])
+def test_add_remove_zcdp_restated_under_replace_one_is_exact_group_privacy(rho, n_queries):
+    """Queries of values in [-1, 1]: adding or removing a record moves each by at most 1
+    (the composer's add/remove sensitivity), replacing one by up to 2. The same noise is
+    then a composer of sensitivity 2 under replace-one, whose rho is exactly 4 rho (group
+    privacy for two steps, Bun and Steinke 2016, Proposition 1.9, is tight here): the
+    restated guarantee must be that rho, and its (epsilon, delta) must hold for it.
+    """
+    add_remove = GaussianQueryComposer(n_queries, rho=rho, adjacency="add/remove")
+    restated = add_remove.privacy_guarantee().under("replace-one")
+    actual_mu = math.sqrt(n_queries) * 2.0 / add_remove.noise_sd  # sensitivity 2, same noise
+    actual_rho = actual_mu**2 / 2.0
+    assert (restated.notion, restated.adjacency) == ("zcdp", "replace-one")
+    assert restated.rho == pytest.approx(actual_rho, rel=1e-12)
+    assert restated.delta == add_remove.delta
+    assert gaussian_delta(restated.epsilon, actual_mu) <= restated.delta
+    assert restated.epsilon == pytest.approx(zcdp_epsilon(actual_rho, restated.delta), rel=1e-12)

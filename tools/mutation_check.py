@@ -326,6 +326,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "        satisfied = True\n",
         ("tests/test_cards.py",),
         "an all-label release meets a contract that requires an informative one",
+    # --- survivors of the review of issue 26 (each killed by a test of the public API)
+    Mutant(
+        "zcdp-replace-one-rho-doubled-not-quadrupled",
+        "privconf_sklearn/privacy/_guarantee.py",
+        "rho = 4.0 * float(self.rho if self.rho is not None else 0.0)",
+        "rho = 2.0 * float(self.rho if self.rho is not None else 0.0)",
+        ("tests/test_zcdp.py",),
+        "an add/remove rho-zCDP guarantee restated under replace-one as 2 rho, not 4 rho",
+    ),
+    Mutant(
+        "mondrian-floor-drops-confidence",
+        "privconf_sklearn/mondrian.py",
+        "floor = min(floor, certificate.lower_bound * certificate.confidence)",
+        "floor = min(floor, certificate.lower_bound)",
+        ("tests/test_mondrian.py::test_private_sizes_floor_is_the_smallest_certified_marginal_bound",),
+        "the private-size coverage floor forgets that a certificate holds with its confidence",
+    ),
+    Mutant(
+        "mondrian-pads-with-zeros",
+        "privconf_sklearn/mondrian.py",
+        "padding = np.ones(size - rows.shape[0])",
+        "padding = np.zeros(size - rows.shape[0])",
+        ("tests/test_mondrian.py::test_a_group_smaller_than_its_released_size_is_padded_with_top_scores",),
+        "a group smaller than its released size is padded with the lowest scores, not the top",
     ),
     Mutant(
         "dask-order-statistic-drops-lower-buckets",

@@ -13,7 +13,9 @@ the group*. This module holds the pieces the estimators use:
   (``planned_groups_read`` before the data are read, ``groups_read`` after);
 - :class:`MondrianCalibration` and :class:`GroupCalibration`: the record kept as
   ``calibration_``;
-- :func:`calibrate_groups`: the per-group releases.
+- :func:`calibrate_groups`: the per-group releases;
+- :func:`forecast_groups`: the data-free forecast of every group's release, from
+  planned group sizes.
 
 The user guide (Mondrian calibration) proves the privacy and coverage statements.
 """
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from ._param_validation import Interval, validate_params
+from ._param_validation import Interval, InvalidParameterError, validate_params
 from ._random import NoiseSource
 from ._warnings import warn_at_caller
 from .mechanisms import (
@@ -49,6 +51,7 @@ __all__ = [
     "PrivateGroupSizes",
     "UninformativePredictionWarning",
     "UnseenGroupWarning",
+    "forecast_groups",
     "mondrian_privacy",
     "private_sizes_coverage_floor",
     "size_grid_floor",
@@ -131,6 +134,65 @@ def private_sizes_coverage_floor(mechanism: QuantileMechanism, alpha: float, n_m
 
 #: Coverage floors by (mechanism class, parameters, alpha, n_max); public quantities only.
 _FLOOR_CACHE: dict[tuple, float] = {}
+
+
+def forecast_groups(
+    mechanism: QuantileMechanism, group_sizes, alpha: float, *, spread: float = 1.0
+) -> dict:
+    """What a Mondrian calibration would likely release in every group, before any data.
+
+    Every group's threshold is released by the estimator's mechanism on that group's
+    rows alone (disjoint rows, each at the mechanism's full budget), so the forecast of
+    a group is :meth:`QuantileMechanism.forecast
+    <privconf_sklearn.mechanisms.QuantileMechanism.forecast>` at the group's size: its
+    certified level, the distribution of its released rank and the probability that its
+    release is informative. The sizes are the owner's *planning* numbers (for example
+    the expected class counts of the calibration set); nothing here reads data or
+    spends privacy, and the result is for the owner's eyes (actual group sizes are
+    private unless released by :class:`PrivateGroupSizes`).
+
+    Parameters
+    ----------
+    mechanism : QuantileMechanism
+        A central mechanism, as passed to the estimator.
+    group_sizes : mapping of group id to int
+        Planned number of calibration rows of each group (at least 1 each).
+    alpha : float
+        Miscoverage level in (0, 1).
+    spread : float, default=1.0
+        Share of the public range the idealised scores fill, in (0, 1], as for
+        ``forecast``.
+
+    Returns
+    -------
+    dict
+        ``{group id: Forecast}``, in the order of ``group_sizes``.
+
+    Raises
+    ------
+    InvalidParameterError
+        For a mechanism that is not a central quantile mechanism, sizes that are not a
+        non-empty mapping, or a bad size, ``alpha`` or ``spread`` (naming the group).
+    """
+    validate_params(
+        {"mechanism": [QuantileMechanism], "group_sizes": [dict]},
+        {"mechanism": mechanism, "group_sizes": group_sizes},
+        "forecast_groups",
+    )
+    if mechanism.requires_groups:
+        raise InvalidParameterError(
+            f"forecast_groups: the 'mechanism' parameter must be a central mechanism; "
+            f"{type(mechanism).__name__} is federated (forecast it with its agents' sizes)."
+        )
+    if not group_sizes:
+        raise InvalidParameterError("forecast_groups: the 'group_sizes' parameter is empty.")
+    forecasts = {}
+    for group, size in group_sizes.items():
+        try:
+            forecasts[group] = mechanism.forecast(size, alpha, spread=spread)
+        except InvalidParameterError as error:
+            raise InvalidParameterError(f"forecast_groups, group {group!r}: {error}") from None
+    return forecasts
 
 
 class PrivateGroupSizes(BaseEstimator):

@@ -316,6 +316,8 @@ def test_gallery_has_the_examples():
     assert sum(path.name.startswith("plot_") for path in EXAMPLE_SCRIPTS) >= 5
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("docs-build")
 @pytest.mark.parametrize("script", EXAMPLE_SCRIPTS, ids=lambda path: path.stem)
 def test_gallery_page_shows_the_run(built_site, script):
     """Each plot_ script ran during the build: its page has the figure and the output."""

@@ -348,15 +348,16 @@ class CalibrationRun:
             certificate = mechanism.coverage_certificate(  # type: ignore[call-arg]
                 n_samples, alpha, agent_sizes=agent_sizes
             )
+        # A central run's planned guarantee is the mechanism's, under the adjacency.
         guarantee = (
-            mechanism.privacy_guarantee()
+            self.planned
             if certificate.feasible
             else PrivacyGuarantee.untouched(
                 "Infeasible request, decided from public quantities: no data read."
-            )
+            ).under(self.params["adjacency"])
         )
         self._n_samples = n_samples
-        return self._reserve_exactly(guarantee.under(self.params["adjacency"]))
+        return self._reserve_exactly(guarantee)
 
     def _reserve_exactly(self, release: PrivacyGuarantee) -> PrivacyGuarantee:
         """Spend ``release`` on the ledger now, atomically (also for Mondrian groups)."""

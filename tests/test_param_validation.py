@@ -274,18 +274,18 @@ def _public_calls(mechanism):
             statistics, 0.1, random_state=0
         ),
     }
-    for name in ("threshold_distribution", "resolve_parameters", "resolve_n_bins", "plan"):
+    names = ("threshold_distribution", "resolve_parameters", "resolve_n_bins", "plan", "resolve_plan")
+    for name in names:
         method = getattr(mechanism, name, None)
-        if method is not None:
+        if method is not None and not (name == "resolve_plan" and isinstance(mechanism, PCOQS)):
             arguments = {
                 "threshold_distribution": (scores, 0.1),
                 "resolve_parameters": (4000, 0.1),
                 "resolve_n_bins": (4000, 0.1),
                 "plan": ([1000] * 4, 0.1),
+                "resolve_plan": (4000, 0.1),
             }[name]
             calls[name] = lambda method=method, arguments=arguments: method(*arguments)
-    if hasattr(mechanism, "resolve_plan"):
-        calls["resolve_plan"] = mechanism.resolve_plan
     return calls
 
 
@@ -309,8 +309,9 @@ _PRIMITIVES = {"ExponentialMechanism", "LaplaceVectorMechanism", "GaussianQueryC
 @pytest.mark.parametrize("mechanism", MECHANISMS[:4], ids=lambda m: type(m).__name__)
 def test_a_fit_validates_the_estimator_once(mechanism, validations):
     """One validation of the estimator's parameters per fit; the mechanism's parameters once
-    per public call the fit makes on it (the budget check before any data is read, then
-    the release)."""
+    per public call the fit makes on it: its privacy guarantee when the run starts, its
+    coverage certificate when the run reserves the budget (before any data is read),
+    then the release."""
     X, y = make_two_gaussians(3000, random_state=0)
     model = LogisticRegression().fit(X[:1000], y[:1000])
 
@@ -328,10 +329,10 @@ def test_a_fit_validates_the_estimator_once(mechanism, validations):
     estimator.fit_calibrate(X[1000:], y[1000:])
     name = type(mechanism).__name__
     assert validations["PrivateConformalClassifier"] == 1
-    assert validations[name] == 2 and validations[f"{name}.calibrate"] == 1
-    assert set(validations) <= {"PrivateConformalClassifier", name, f"{name}.calibrate"} | (
-        _PRIMITIVES
-    )
+    assert validations[name] == 3 and validations[f"{name}.calibrate"] == 1
+    expected = {"PrivateConformalClassifier", name, f"{name}.calibrate"}
+    expected |= {f"{name}.coverage_certificate"}
+    assert set(validations) <= expected | _PRIMITIVES
 
 
 def test_scikit_learn_error_class_is_the_only_parameter_error():

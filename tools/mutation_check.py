@@ -326,6 +326,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        satisfied = True\n",
         ("tests/test_cards.py",),
         "an all-label release meets a contract that requires an informative one",
+    ),
     # --- survivors of the review of issue 26 (each killed by a test of the public API)
     Mutant(
         "zcdp-replace-one-rho-doubled-not-quadrupled",

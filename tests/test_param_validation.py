@@ -274,7 +274,13 @@ def _public_calls(mechanism):
             statistics, 0.1, random_state=0
         ),
     }
-    names = ("threshold_distribution", "resolve_parameters", "resolve_n_bins", "plan", "resolve_plan")
+    names = (
+        "threshold_distribution",
+        "resolve_parameters",
+        "resolve_n_bins",
+        "plan",
+        "resolve_plan",
+    )
     for name in names:
         method = getattr(mechanism, name, None)
         if method is not None and not (name == "resolve_plan" and isinstance(mechanism, PCOQS)):

@@ -162,6 +162,11 @@ def _tail(x, rate: float):
     return np.exp(-rate * np.asarray(x, dtype=np.float64) - math.log1p(math.exp(-rate)))
 
 
+#: An offset above every calibration size the library plans for (10^15 < 2^53): the
+#: plan is infeasible whatever its exact value, which floats could no longer resolve.
+_UNREACHABLE_OFFSET = 2**53
+
+
 def _conservative_offset(rate_threshold: float, rate_query: float, count: int, beta: float) -> int:
     """Smallest ``lambda`` with ``count (P(nu >= a) + P(-rho >= lambda + 2 - a)) <= beta``.
 
@@ -173,6 +178,8 @@ def _conservative_offset(rate_threshold: float, rate_query: float, count: int, b
     """
     if rate_threshold == 0.0:
         needed = (math.log(count / beta) - math.log1p(math.exp(-rate_query))) / rate_query
+        if needed > _UNREACHABLE_OFFSET:  # beyond any calibration size: no rounding fix
+            return math.ceil(needed * (1.0 + 1e-9)) + 1
         value = max(0, math.ceil(needed) - 1)
         while count * float(_tail(value + 1, rate_query)) > beta:
             value += 1
@@ -190,6 +197,8 @@ def _conservative_offset(rate_threshold: float, rate_query: float, count: int, b
     high = 1
     while fails(high):
         high *= 2
+        if high > _UNREACHABLE_OFFSET:  # beyond any calibration size (a vanishing budget)
+            return high
     low = -1
     while high - low > 1:
         middle = (low + high) // 2
@@ -257,6 +266,8 @@ def _upper_offset(rate_threshold: float, rate_query: float, beta: float) -> int:
     high = 1
     while fails(high):
         high *= 2
+        if high > _UNREACHABLE_OFFSET:  # beyond any calibration size (a vanishing budget)
+            return high
     low = -1
     while high - low > 1:
         middle = (low + high) // 2

@@ -1,11 +1,14 @@
-"""DP-APS: Laplace noise on cumulative counts over a public grid.
+"""DP-APS: discrete Laplace noise on cumulative counts over a public grid.
 
 "Contract Cards for Auditable Private Conformal Prediction" (anonymous authors, 2026):
 the calibration backend of its Sec. 5, Theorem 5.1 (privacy and coverage),
 Proposition 5.2 (the threshold-inflation certificate) and Remark 5.3. No public code
-exists; this is an implementation from the paper, claiming no parity. The noise is a
-:class:`~privconf_sklearn.privacy.LaplaceVectorMechanism` with l1 sensitivity ``B``; the
-grid size ``B`` is chosen from public quantities by default (:func:`auto_n_bins`).
+exists; this is an implementation from the paper, claiming no parity. The counts are
+integers, so the noise is the integer-valued
+:class:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism` with l1 sensitivity ``B``
+(``P(Z = z)`` proportional to ``exp(-epsilon |z| / B)``, sampled exactly), in place of
+the paper's continuous Laplace noise; the grid size ``B`` is chosen from public
+quantities by default (:func:`auto_n_bins`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 
 from .._random import NoiseSource
 from .._validation import Interval, Options, split_conformal_rank
-from ..privacy import LaplaceVectorMechanism, PrivacyGuarantee
+from ..privacy import DiscreteLaplaceMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -39,7 +42,7 @@ __all__ = [
     "grid_quantile_index",
 ]
 
-#: Largest grid size ``B`` accepted: ``B`` Laplace draws and counts per calibration,
+#: Largest grid size ``B`` accepted: ``B`` noise draws and counts per calibration,
 #: and an offset ``B log(B / beta) / epsilon`` that exceeds any realistic ``n`` long
 #: before.
 MAX_GRID_SIZE = 10**6
@@ -67,22 +70,22 @@ def cumulative_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     return np.cumsum(bin_counts(scores, n_bins))
 
 
-def _count_noise(n_bins: int, epsilon: float) -> LaplaceVectorMechanism:
-    """The Laplace mechanism on the ``B`` cumulative counts (l1 sensitivity ``B``).
+def _count_noise(n_bins: int, epsilon: float) -> DiscreteLaplaceMechanism:
+    """The discrete Laplace mechanism on the ``B`` cumulative counts (l1 sensitivity ``B``).
 
     Adding, removing or replacing one score changes each ``N_b`` by at most one, so the
     vector moves by at most ``B`` in l1 norm (Theorem 5.1, point 1).
     """
-    return LaplaceVectorMechanism(epsilon, l1_sensitivity=n_bins)
+    return DiscreteLaplaceMechanism(epsilon, l1_sensitivity=n_bins)
 
 
-def dp_aps_offset(n_bins: int, epsilon: float, beta: float) -> float:
-    """Conservative offset ``lambda = B log(B / beta) / epsilon`` (Sec. 5).
+def dp_aps_offset(n_bins: int, epsilon: float, beta: float) -> int:
+    """Offset ``lambda``: the smallest integer with ``B P(|Z| > lambda) <= beta`` (Sec. 5).
 
-    A Laplace(``B / epsilon``) variable exceeds ``lambda`` in absolute value with
-    probability exactly ``beta / B``, so all ``B`` noises stay within ``lambda`` with
-    probability at least ``1 - beta`` (proof of Theorem 5.1;
-    :meth:`~privconf_sklearn.privacy.LaplaceVectorMechanism.tail_bound`).
+    All ``B`` noises then stay within ``lambda`` with probability at least ``1 - beta``
+    (union bound, proof of Theorem 5.1;
+    :meth:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism.tail_bound`). About the
+    paper's ``B log(B / beta) / epsilon`` for continuous Laplace noise.
     """
     return _count_noise(n_bins, epsilon).tail_bound(beta, n_bins)
 
@@ -94,7 +97,9 @@ def certified_level(n: int, alpha: float, epsilon: float, beta: float, n_bins) -
     the first grid point with ``k + 2 lambda`` scores below it; on scores spread
     uniformly that is the empirical level ``(k + 2 lambda) / n`` plus at most one grid
     cell ``1 / B``. The offset grows like ``B log B``, the cell shrinks like ``1 / B``:
-    :func:`auto_n_bins` minimises the sum.
+    :func:`auto_n_bins` minimises the sum. ``lambda`` is taken here in its continuous
+    form ``B log(B / beta) / epsilon`` (smooth in ``B``), within one count of the
+    integer :func:`dp_aps_offset` the mechanism uses.
 
     Parameters
     ----------
@@ -192,13 +197,14 @@ def first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray:
 
 
 def first_crossing_log_probabilities(
-    counts: np.ndarray, target: float, noise: LaplaceVectorMechanism
+    counts: np.ndarray, target: float, noise: DiscreteLaplaceMechanism
 ) -> np.ndarray:
     """Exact ``log P(b_hat = b)``, ``b = 1..B``, of :func:`first_crossing`.
 
-    With independent noises ``Z_b`` and gaps ``g_b = target - N_b``,
+    With independent integer noises ``Z_b`` and gaps ``g_b = target - N_b``,
     ``P(b_hat = b) = prod_{j<b} P(Z_j < g_j) P(Z_b >= g_b)`` for ``b < B``, and
-    ``b = B`` takes the remaining mass ``prod_{j<B} P(Z_j < g_j)``.
+    ``b = B`` takes the remaining mass ``prod_{j<B} P(Z_j < g_j)``; for integer noise
+    ``P(Z < g) = P(Z <= ceil(g) - 1)`` and ``P(Z >= g) = P(Z > ceil(g) - 1)``.
 
     Parameters
     ----------
@@ -206,16 +212,16 @@ def first_crossing_log_probabilities(
         Exact cumulative counts.
     target : float
         ``k + lambda``.
-    noise : LaplaceVectorMechanism
+    noise : DiscreteLaplaceMechanism
         The mechanism that adds the noise.
 
     Returns
     -------
     ndarray of shape (B,)
     """
-    gaps = target - np.asarray(counts, dtype=np.float64)
-    log_miss = noise.noise_log_cdf(gaps)
-    log_reach = noise.noise_log_sf(gaps)
+    below_gaps = np.ceil(target - np.asarray(counts, dtype=np.float64)) - 1.0
+    log_miss = noise.noise_log_cdf(below_gaps)
+    log_reach = noise.noise_log_sf(below_gaps)
     prefix = np.r_[0.0, np.cumsum(log_miss[:-1])]
     log_probabilities = prefix + log_reach
     log_probabilities[-1] = prefix[-1]
@@ -233,14 +239,18 @@ class DPAPS(QuantileMechanism):
 
     "Contract Cards for Auditable Private Conformal Prediction" (2026), Sec. 5: on the
     public grid ``t_b = b / B`` (``b = 1..B``) the cumulative counts
-    ``N_b = #{s_i <= t_b}`` are released with independent Laplace(``B / epsilon``)
-    noise; with ``k = ceil((n + 1)(1 - alpha))`` and the offset
-    ``lambda = B log(B / beta) / epsilon``, the threshold is ``t_b`` for the first
+    ``N_b = #{s_i <= t_b}`` are released with independent discrete Laplace noise
+    (``P(Z = z)`` proportional to ``exp(-epsilon |z| / B)``, the integer counterpart
+    of the paper's Laplace(``B / epsilon``)); with ``k = ceil((n + 1)(1 - alpha))``
+    and the offset ``lambda``, the smallest integer with ``B P(|Z| > lambda) <= beta``
+    (about ``B log(B / beta) / epsilon``), the threshold is ``t_b`` for the first
     ``b`` whose noisy count reaches ``k + lambda``, else ``t_B = 1``.
 
     **Privacy.** Adding, removing or replacing one score changes each ``N_b`` by at
-    most 1, so the count vector has l1 sensitivity ``B`` and the Laplace vector
-    mechanism is pure epsilon-DP (Theorem 5.1, point 1); the threshold is
+    most 1, so the integer count vector has l1 sensitivity ``B`` and the discrete
+    Laplace mechanism, sampled exactly, is pure epsilon-DP (Theorem 5.1, point 1,
+    with the discrete noise of
+    :class:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism`); the threshold is
     post-processing. When ``n`` changes by one, ``k`` moves by at most 1 as well, so the
     comparison ``N_b - k`` still moves by at most 1 per coordinate. ``n`` is treated as
     public (``B``, ``k`` and the infeasibility decision use it).
@@ -308,9 +318,10 @@ class DPAPS(QuantileMechanism):
         self.beta = beta
 
     _DESCRIPTION = (
-        "Laplace(B/epsilon) noise on the B cumulative counts of a public grid (l1 "
-        "sensitivity B). Covers the threshold only: the certificate-width owner "
-        "diagnostics are computed from exact counts and are not covered."
+        "Discrete Laplace noise of scale B/epsilon on the B cumulative counts of a public "
+        "grid (l1 sensitivity B), sampled exactly. Covers the threshold only: the "
+        "certificate-width owner diagnostics are computed from exact counts and are not "
+        "covered."
     )
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
@@ -413,11 +424,11 @@ class DPAPS(QuantileMechanism):
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
                 beta=beta,
             )
-        laplace = _count_noise(n_bins, epsilon)
-        offset = laplace.tail_bound(beta, n_bins)
+        count_noise = _count_noise(n_bins, epsilon)
+        offset = float(count_noise.tail_bound(beta, n_bins))
         target = k + offset
         counts = np.cumsum(statistics.bin_counts(n_bins))  # cumulative_counts
-        index = int(first_crossing(laplace.randomise(counts, noise), target))
+        index = int(first_crossing(count_noise.randomise(counts, noise), target))
         threshold = index / n_bins
         certificate_rank = math.ceil(k + 2.0 * offset)
         grid_threshold = grid_quantile_index(counts, k) / n_bins
@@ -433,7 +444,7 @@ class DPAPS(QuantileMechanism):
             threshold=threshold,
             n_samples=n,
             alpha=alpha,
-            privacy=laplace.privacy_guarantee(self._DESCRIPTION),
+            privacy=count_noise.privacy_guarantee(self._DESCRIPTION),
             coverage_lower_bound=max(0.0, k / (n + 1) - beta),
             target_level=min(1.0, target / n),
             reason=reason,

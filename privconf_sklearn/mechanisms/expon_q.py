@@ -49,13 +49,16 @@ __all__ = [
     "ExponQ",
     "bin_counts",
     "coverage_upper_bound",
+    "exact_level",
     "expected_uniform_coverage",
     "exponq_parameters",
     "inflated_level",
     "optimal_gamma",
     "quantile_exponential_mechanism",
     "quantile_log_probabilities",
+    "quantile_penalties",
     "quantile_utilities",
+    "sample_quantile_edge",
 ]
 
 #: Largest number of bins accepted (and tried by ``n_bins="auto"``): ``10^6`` edges cost
@@ -183,10 +186,108 @@ def quantile_log_probabilities(
     Returns
     -------
     ndarray of shape (m,)
-        ``log P(output = e_j)``, ``j = 1..m``.
+        ``log P(output = e_j)``, ``j = 1..m``, at the level :func:`exact_level` ``(q)``
+        that :func:`sample_quantile_edge` draws at.
     """
+    q = exact_level(q)
     mechanism = quantile_exponential_mechanism(q, epsilon, scaling)
     return mechanism.log_probabilities(quantile_utilities(counts, q, scaling))
+
+
+# ------------------------------------------------------------- exact sampling
+#: The level is rounded up to a multiple of ``2**-LEVEL_BITS`` (:func:`exact_level`), so
+#: that every exponent is an exact rational with integer numerator.
+LEVEL_BITS = 30
+
+
+def exact_level(q):
+    """``q`` rounded up to a multiple of ``2**-30``: the level the mechanism uses exactly.
+
+    Exact in float64 (scaling by a power of two and ``ceil`` do not round). Rounding
+    up is the conservative direction for coverage: Lemma 1's lower deviation
+    ``q - sigma(q) L / (epsilon n)`` increases with ``q``, so the rounded level still
+    reaches the target ``T`` of :func:`inflated_level`; the privacy proofs hold for any
+    level in (0, 1].
+    """
+    rounded = np.ceil(np.asarray(q, dtype=np.float64) * 2.0**LEVEL_BITS) / 2.0**LEVEL_BITS
+    return float(rounded) if np.ndim(rounded) == 0 else rounded
+
+
+def quantile_penalties(counts: np.ndarray, q: float, scaling: str) -> tuple[np.ndarray, int]:
+    """Exact integer penalties ``a_j`` and denominator ``D`` of every edge's utility.
+
+    With ``q = k / N`` (``N = 2**30``, ``q`` already rounded by :func:`exact_level`)
+    and the strict counts ``b_j``, ``a_j`` of :func:`quantile_utilities`, the
+    penalty is ``P_j = max((N - k) b_j, k a_j)``, an integer, and the utility handed to
+    the exponential mechanism (sensitivity 1, :func:`sample_quantile_edge`) is
+    ``-P_j / D``:
+
+    - ``"tight"``: ``D = N``, so ``-P_j / D = -max((1 - q) b_j, q a_j)``;
+    - ``"paper"``, ``"monotone"``: ``D = max(k, N - k)``, so ``-P_j / D = -w_j /
+      Delta_q`` with ``w_j = max(b_j / q, a_j / (1 - q))`` and ``Delta_q = max(1/q,
+      1/(1 - q))``, whose sensitivity is 1 because ``w_j``'s is ``Delta_q``.
+
+    int64 when ``N n < 2**63``, Python ints beyond.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts (:func:`bin_counts`).
+    q : float
+        Level in (0, 1] (rounded up to a multiple of ``2**-30`` if it is not one).
+    scaling : {"tight", "paper", "monotone"}
+
+    Returns
+    -------
+    penalties : ndarray of shape (m,)
+    denominator : int
+    """
+    scale = 2**LEVEL_BITS
+    k = int(exact_level(q) * scale)
+    counts = np.asarray(counts, dtype=np.int64)
+    cumulative = np.cumsum(counts)
+    below, above = cumulative - counts, cumulative[-1] - cumulative
+    if int(cumulative[-1]) * scale >= 2**63:
+        below, above = below.astype(object), above.astype(object)
+    penalties = np.maximum((scale - k) * below, k * above)
+    return penalties, scale if scaling == "tight" else max(k, scale - k)
+
+
+def sample_quantile_edge(
+    counts: np.ndarray, q: float, epsilon: float, scaling: str, random_state
+) -> int:
+    """The released edge index ``j`` (1-based), drawn exactly (no floating-point caveat).
+
+    Candidate edge ``e_j`` has probability exactly proportional to
+    ``exp(-epsilon P_j / (D R))`` with the integer penalties of
+    :func:`quantile_penalties` and ``R`` the utility range of an
+    :class:`~privconf_sklearn.privacy.ExponentialMechanism` of sensitivity 1
+    (range-bounded for ``"tight"``, standard for ``"paper"``, monotone for
+    ``"monotone"``): the distribution of :func:`quantile_log_probabilities`, at the
+    level :func:`exact_level` ``(q)``.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts.
+    q : float
+        Level in (0, 1].
+    epsilon : float
+        Privacy parameter.
+    scaling : {"tight", "paper", "monotone"}
+    random_state : None, int, RandomState, Generator or NoiseSource
+        The privacy randomness.
+
+    Returns
+    -------
+    int
+    """
+    analysis = {"tight": "range-bounded", "paper": "standard", "monotone": "monotone"}
+    mechanism = ExponentialMechanism(
+        epsilon, 1.0, analysis=analysis[scaling], adjacency=_ADJACENCY[scaling]
+    )
+    penalties, denominator = quantile_penalties(counts, q, scaling)
+    return mechanism.select_penalties(penalties, denominator, random_state) + 1
 
 
 # ------------------------------------------------------------------ the inflated level
@@ -448,14 +549,17 @@ def exponq_parameters(
     gamma : float
         The ``gamma`` used.
     level : float
-        ``q~``, or the smallest ``q~`` tried when infeasible.
+        ``q~`` rounded up to a multiple of ``2**-30`` (:func:`exact_level`, the level the
+        sampler uses exactly), or the smallest such level tried when infeasible.
     """
     grid = AUTO_BIN_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
     gammas = np.broadcast_to(
         optimal_gamma(n, alpha, epsilon, grid, scaling=scaling) if gamma is None else gamma,
         grid.shape,
     )
-    levels = np.asarray(inflated_level(n, alpha, epsilon, grid, gammas, scaling=scaling))
+    levels = np.asarray(
+        exact_level(inflated_level(n, alpha, epsilon, grid, gammas, scaling=scaling))
+    )
     feasible = levels < 1.0
     if not feasible.any():
         best = int(np.argmin(levels))
@@ -650,9 +754,7 @@ class ExponQ(QuantileMechanism):
                 n_bins=None if params["n_bins"] == "auto" else params["n_bins"],
                 scaling=scaling,
             )
-        mechanism = quantile_exponential_mechanism(level, epsilon, scaling)
-        utilities = quantile_utilities(statistics.bin_counts(n_bins), level, scaling)
-        edge = mechanism.select(utilities, noise) + 1
+        edge = sample_quantile_edge(statistics.bin_counts(n_bins), level, epsilon, scaling, noise)
         upper, slope = coverage_upper_bound(
             n, alpha, epsilon, n_bins, gamma, level, scaling=scaling
         )

@@ -206,6 +206,28 @@ def test_uniform_just_below_or_above_a_boundary_gives_the_exact_side(penalties, 
         assert words_below > 1 and words_above > 1  # decided by the refinement
 
 
+def test_float_rounding_never_decides_a_draw():
+    """U between a float64 boundary (the float pass's own arithmetic) and the exact one.
+
+    2000 candidates: the float cumulative sums are off by up to ~1e-13; wherever a float
+    boundary misses the exact one by more than 2^-60, U is put halfway between them. A
+    sampler trusting the floats would return the wrong side there.
+    """
+    penalties = np.random.default_rng(3).integers(0, 50, size=2000)
+    rate = Fraction(1, 10)
+    cumulative = np.cumsum(np.exp(-(penalties.astype(float) * 0.1)))
+    floats = [Fraction(float(c)) / Fraction(float(cumulative[-1])) for c in cumulative[:-1]]
+    exact = exponential_boundaries(penalties, 1, rate, digits=40)
+    probed = 0
+    for j, (approximate, boundary) in enumerate(zip(floats, exact, strict=True)):
+        if abs(approximate - boundary) > Fraction(1, 2**60) and probed < 25:
+            u = (approximate + boundary) / 2
+            index = ScriptedSource(words_of(u, 4)).exponential_mechanism(penalties, 1, rate)
+            assert index == (j if u < boundary else j + 1)
+            probed += 1
+    assert probed == 25
+
+
 def test_uniform_exactly_on_a_dyadic_boundary_belongs_to_the_upper_candidate():
     """Equal weights: F_0 / Z = 1/2 exactly; U = 1/2 draws 1, U = 1/2 - 2^-1024 draws 0."""
     assert ScriptedSource(words_of(Fraction(1, 2), 16)).exponential_mechanism([4, 4], 1, 1.0) == 1

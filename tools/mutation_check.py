@@ -77,8 +77,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dp-aps-laplace-scale",
         "privconf_sklearn/mechanisms/dp_aps.py",
-        'return LaplaceVectorMechanism(epsilon, l1_sensitivity=n_bins)',
-        'return LaplaceVectorMechanism(epsilon, l1_sensitivity=1)',
+        'return DiscreteLaplaceMechanism(epsilon, l1_sensitivity=n_bins)',
+        'return DiscreteLaplaceMechanism(epsilon, l1_sensitivity=1)',
         ('tests/test_dp_aps.py',),
         "DP-APS Laplace scale 1/epsilon instead of B/epsilon (B-fold privacy loss)",
     ),
@@ -164,11 +164,52 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- DP-APS
     Mutant(
         "dp-aps-offset-drops-bins",
-        "privconf_sklearn/privacy/_laplace.py",
-        'return self.scale * math.log(n_coordinates / failure_probability)',
-        'return self.scale * math.log(1.0 / failure_probability)',
-        ('tests/test_dp_aps.py', 'tests/test_privacy_primitives.py'),
+        "privconf_sklearn/privacy/_discrete_laplace.py",
+        "return self.noise_isf(failure_probability / (2.0 * n_coordinates))",
+        "return self.noise_isf(failure_probability / 2.0)",
+        ("tests/test_dp_aps.py", "tests/test_exact_samplers.py"),
         "Laplace tail bound without the union bound over the B counts: lambda too small",
+    ),
+    # --- exact samplers (issue 24)
+    Mutant(
+        "exact-sampler-float-pass-without-margin",
+        "privconf_sklearn/_random/_exponential.py",
+        "margin = error + 8.0 * _UNIT * total",
+        "margin = 0.0",
+        ("tests/test_exact_samplers.py",),
+        "the float pass trusts float64 cumulative weights as if they were exact",
+    ),
+    Mutant(
+        "exact-sampler-refinement-wrong-side",
+        "privconf_sklearn/_random/_exponential.py",
+        "if (numerator + 1) * right_high <= (scale - numerator - 1) * left_low:",
+        "if numerator * right_high <= (scale - numerator) * left_low:",
+        ("tests/test_exact_samplers.py",),
+        "the refinement decides U < boundary from the lower end of U's interval",
+    ),
+    Mutant(
+        "bernoulli-exp-wrong-parity",
+        "privconf_sklearn/_random/_discrete.py",
+        "result[active[~keep]] = k % 2 == 1",
+        "result[active[~keep]] = k % 2 == 0",
+        ("tests/test_exact_samplers.py",),
+        "vectorised Bernoulli(exp(-gamma)) returns 1 - exp(-gamma)",
+    ),
+    Mutant(
+        "discrete-laplace-scale-drops-sensitivity",
+        "privconf_sklearn/privacy/_discrete_laplace.py",
+        "self._scale = Fraction(self.l1_sensitivity) / Fraction(self.epsilon)",
+        "self._scale = 1 / Fraction(self.epsilon)",
+        ("tests/test_exact_samplers.py", "tests/test_dp_aps.py"),
+        "discrete Laplace noise of scale 1/epsilon whatever the sensitivity",
+    ),
+    Mutant(
+        "exact-level-rounds-down",
+        "privconf_sklearn/mechanisms/expon_q.py",
+        "rounded = np.ceil(np.asarray(q, dtype=np.float64) * 2.0**LEVEL_BITS)",
+        "rounded = np.floor(np.asarray(q, dtype=np.float64) * 2.0**LEVEL_BITS)",
+        ("tests/test_expon_q.py",),
+        "ExponQ's level rounded down: below the level its coverage proof needs",
     ),
     # --- privacy accounting
     Mutant(

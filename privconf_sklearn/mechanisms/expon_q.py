@@ -19,7 +19,9 @@ Lemma 1, Theorems 2-3 and Appendix C. The quantile's utility is handed to
 ``e_j``. An unreachable level (``q~ >= 1``) returns the top of the range without reading
 the data; the number of bins ``m*`` and ``gamma*`` are chosen deterministically from the
 public ``(n, epsilon, alpha)``; Theorem 3's upper bound is reported as its proof gives it
-(:func:`coverage_upper_bound`). The user guide has the proofs.
+(:func:`coverage_upper_bound`). The level is rounded up to a multiple of ``2**-30``
+(:func:`exact_level`) and the edge is drawn exactly from integer penalties
+(:func:`sample_quantile_edge`). The user guide has the proofs.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ._statistics import ScoreStatistics
 
 __all__ = [
     "AUTO_BIN_GRID",
+    "LEVEL_BITS",
     "MAX_BINS",
     "SCALINGS",
     "ExponQ",

@@ -94,11 +94,11 @@ def check_penalties(penalties) -> np.ndarray:
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"{message}; got shape {values.shape}.")
     if values.dtype.kind in "iu":
-        if values.min() < 0:
+        if values.dtype.kind == "i" and values.min() < 0:
             raise ValueError(f"{message}; got {values.min()}.")
         if values.dtype.kind == "u" and values.max() >= _INT64_LIMIT:
             return values.astype(object)
-        return values.astype(np.int64)
+        return values.astype(np.int64, copy=False)
     if values.dtype != object:
         raise ValueError(f"{message}; got dtype {values.dtype}.")
     for value in values:
@@ -144,17 +144,37 @@ def _to_float(value: int | Fraction) -> float:
         return math.inf
 
 
-def _quotients(offsets: np.ndarray, denominator: int) -> np.ndarray:
-    """``d_j / D`` as float64, each within 3 units of roundoff (inf on overflow)."""
-    if offsets.dtype != object and denominator < 2**1000:
-        return offsets.astype(np.float64) / float(denominator)
-    quotients = np.empty(offsets.shape[0], dtype=np.float64)
-    for j, value in enumerate(offsets):
-        try:
-            quotients[j] = int(value) / denominator  # correctly rounded
-        except OverflowError:
-            quotients[j] = math.inf
-    return quotients
+def _quotient(numerator: int, denominator: int) -> float:
+    """``numerator / denominator`` correctly rounded; inf when it overflows."""
+    try:
+        return numerator / denominator
+    except OverflowError:
+        return math.inf
+
+
+def _exponents(offsets: np.ndarray, denominator: int, rate: Fraction) -> np.ndarray | None:
+    """``x_j = fl(fl(d_j / D) fl(rate))``, each within ``6 u x_j`` of ``r d_j``.
+
+    None when no such relative bound holds: ``rate`` or a quotient ``d_j / D`` outside
+    the normal range (only possible for huge denominators or penalties).
+    """
+    rate_float = _to_float(rate)
+    if rate_float < sys.float_info.min:
+        return None
+    if offsets.dtype != object and denominator < 2**1022:  # d / D >= 1 / D is normal
+        exponents = offsets.astype(np.float64)
+        if denominator > 1:
+            exponents /= float(denominator)
+    else:
+        exponents = np.array([_quotient(int(d), denominator) for d in offsets])
+        positive = exponents[exponents > 0.0]
+        if positive.size and not sys.float_info.min <= positive.min() <= positive.max() < math.inf:
+            return None
+    if math.isinf(rate_float):  # r d_j is beyond the float range for every d_j >= 1
+        return np.where(exponents > 0.0, math.inf, 0.0)
+    with np.errstate(over="ignore"):  # an overflow to inf is a weight of 0: still exact
+        exponents *= rate_float
+    return exponents
 
 
 def _float_pass(offsets: np.ndarray, denominator: int, rate: Fraction, word: int) -> int | None:
@@ -162,15 +182,12 @@ def _float_pass(offsets: np.ndarray, denominator: int, rate: Fraction, word: int
     m = offsets.shape[0]
     if m == 1:
         return 0
-    quotients = _quotients(offsets, denominator)
-    rate_float = _to_float(rate)
-    smallest = quotients[quotients > 0].min(initial=math.inf)
-    if min(rate_float, smallest) < sys.float_info.min or not np.isfinite(quotients).all():
-        return None  # subnormal or overflowing factors: no relative error bound
-    with np.errstate(over="ignore", invalid="ignore"):
-        exponents = quotients * rate_float
-    exponents[quotients == 0.0] = 0.0  # inf * 0
-    cumulative = np.cumsum(np.exp(-exponents))
+    exponents = _exponents(offsets, denominator, rate)
+    if exponents is None:
+        return None
+    np.negative(exponents, out=exponents)
+    np.exp(exponents, out=exponents)
+    cumulative = np.cumsum(exponents, out=exponents)
     total = float(cumulative[-1])
     error = 1.02 * (_WEIGHT_ERROR + 1.02 * m * _UNIT + 2.0**-900) * total
     margin = error + 8.0 * _UNIT * total

@@ -364,3 +364,18 @@ def test_randomise_adds_integer_noise_to_integers_only():
         mechanism.noise_isf(1.0)
     guarantee = mechanism.privacy_guarantee()
     assert guarantee.epsilon == 1.0 and "exactly" in guarantee.description
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"epsilon": 0.0, "l1_sensitivity": 1}, ValueError, "epsilon"),
+        ({"epsilon": math.inf, "l1_sensitivity": 1}, ValueError, "epsilon"),
+        ({"epsilon": 1.0, "l1_sensitivity": "4"}, TypeError, "l1_sensitivity"),
+        ({"epsilon": 1.0, "l1_sensitivity": -2}, ValueError, "l1_sensitivity"),
+        ({"epsilon": 1.0, "l1_sensitivity": 1, "adjacency": "swap"}, ValueError, "adjacency"),
+    ],
+)
+def test_discrete_laplace_mechanism_bad_parameters(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        DiscreteLaplaceMechanism(**kwargs)

@@ -238,23 +238,30 @@ def _removed_sampler_counts(scores) -> list[int]:
     return [b - a for a, b in itertools.pairwise(firsts)]
 
 
-def _exact_log_probabilities(scores, n_bins="auto") -> tuple[list[Decimal], tuple]:
-    """``log P(edge j)`` of the exact sampler, to 60 digits, and its penalties problem."""
-    mechanism = ExponQ(epsilon=AUDIT_EPSILON, n_bins=n_bins)
-    n_bins, _, level = mechanism.resolve_parameters(AUDIT_N, AUDIT_ALPHA)
+def _exact_log_probabilities(
+    scores, n_bins="auto", n=AUDIT_N, alpha=AUDIT_ALPHA, scaling="tight"
+) -> tuple[list[Decimal], tuple]:
+    """``log P(edge j)`` of the exact sampler, to 60 digits, and its penalties problem.
+
+    The sampler draws edge ``j`` with probability proportional to
+    ``exp(-rate P_j / D)``: ``rate = epsilon / R`` with ``R = 2`` for the paper's
+    (standard) analysis of the sensitivity-1 utility ``-P_j / D``, 1 otherwise.
+    """
+    mechanism = ExponQ(epsilon=AUDIT_EPSILON, n_bins=n_bins, scaling=scaling)
+    n_bins, _, level = mechanism.resolve_parameters(n, alpha)
     penalties, denominator = quantile_penalties(
-        bin_counts(np.asarray(scores, dtype=float), n_bins), level, "tight"
+        bin_counts(np.asarray(scores, dtype=float), n_bins), level, scaling
     )
+    rate = Fraction(AUDIT_EPSILON) / (2 if scaling == "paper" else 1)
     context = Context(prec=60)
-    exponents = [
-        context.divide(Decimal(int(a)), Decimal(denominator)) * Decimal(AUDIT_EPSILON)
-        for a in penalties
-    ]
+    scale = context.divide(Decimal(rate.numerator), Decimal(rate.denominator * denominator))
+    exponents = [context.multiply(Decimal(int(a)), scale) for a in penalties]
     total = Decimal(0)
     for exponent in exponents:
         total = context.add(total, context.exp(exponent.copy_negate()))
     log_total = context.ln(total)
-    return [-e - log_total for e in exponents], (penalties, denominator, AUDIT_EPSILON)
+    log_probabilities = [context.subtract(e.copy_negate(), log_total) for e in exponents]
+    return log_probabilities, (penalties, denominator, rate)
 
 
 def test_removed_sampler_fails_the_exact_audit():
@@ -286,6 +293,24 @@ def test_exact_sampler_passes_the_same_audit():
         losses.append(max(abs(a - b) for a, b in zip(first, second, strict=True)))
     assert max(losses) <= Decimal(AUDIT_EPSILON) + Decimal("1e-50")
     assert round(losses[-1], 3) == Decimal("1.000")
+
+
+@pytest.mark.parametrize(
+    ("n", "alpha", "scaling"),
+    [(200, 0.1, "paper"), (100, 0.1, "tight"), (1000, 0.05, "tight"), (500, 0.45, "paper")],
+)
+def test_exact_sampler_audit_at_other_sizes_and_scalings(n, alpha, scaling):
+    """The same exact audit, on Beta, tied and on-edge scores: loss <= epsilon (50 digits)."""
+    rng = np.random.default_rng(n)
+    n_bins = ExponQ(epsilon=AUDIT_EPSILON, scaling=scaling).resolve_parameters(n, alpha)[0]
+    worst = Decimal(0)
+    for kind in ("continuous", "ties", "edges"):
+        scores = _random_scores(rng, n, n_bins, kind)
+        neighbour = _neighbour(rng, scores, n_bins, "replace")
+        first, _ = _exact_log_probabilities(scores, "auto", n, alpha, scaling)
+        second, _ = _exact_log_probabilities(neighbour, "auto", n, alpha, scaling)
+        worst = max(worst, *(abs(a - b) for a, b in zip(first, second, strict=True)))
+    assert worst <= Decimal(AUDIT_EPSILON) + Decimal("1e-50")
 
 
 def test_exponq_releases_exactly_that_distribution_at_its_boundaries():

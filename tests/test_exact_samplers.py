@@ -328,7 +328,7 @@ def test_discrete_laplace_mechanism_distribution_functions():
 
 @pytest.mark.parametrize(
     ("epsilon", "sensitivity", "probability"),
-    [(0.7, 3, 1e-3), (5.0, 1, 0.2), (0.01, 1000, 1e-9), (1.0, 1, 0.45)],
+    [(0.7, 3, 1e-3), (5.0, 1, 0.2), (0.01, 1000, 1e-9), (1.0, 1, 0.45), (76.0, 2, 0.125)],
 )
 def test_noise_isf_is_the_smallest_integer_with_the_tail(epsilon, sensitivity, probability):
     mechanism = DiscreteLaplaceMechanism(epsilon, sensitivity)

@@ -101,6 +101,11 @@ def check_penalties(penalties) -> np.ndarray:
         return values.astype(np.int64, copy=False)
     if values.dtype != object:
         raise ValueError(f"{message}; got dtype {values.dtype}.")
+    return _python_integers(values, message)
+
+
+def _python_integers(values: np.ndarray, message: str) -> np.ndarray:
+    """An object array of non-negative integers as Python ints (int64 when they fit)."""
     for value in values:
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{message}; got {value!r}.")

@@ -80,9 +80,9 @@ class NoiseSource(BitSource):
     def exponential_mechanism(self, penalties, denominator, rate) -> int:
         """Index ``j`` with probability exactly proportional to ``exp(-rate a_j / D)``.
 
-        Inverse CDF with lazily refined precision (:mod:`._exponential`): one 64-bit word
-        and one floating-point pass with rigorous error bounds decide the draw, except
-        with probability below ``2 (2**-40 + 1.02 m 2**-53)``, when the comparison is
+        Inverse CDF with lazily refined precision (``_random._exponential``): one 64-bit
+        word and one floating-point pass with rigorous error bounds decide the draw,
+        except with probability about ``4 (2**-40 + m 2**-53)``; then the comparison is
         settled with exact integer arithmetic on rigorous bounds of the weights.
 
         Parameters

@@ -41,7 +41,8 @@ def _integer_values(values) -> np.ndarray:
 def _log_at_least(decay: float, k: np.ndarray) -> np.ndarray:
     """``log P(Z >= k)`` for integers ``k`` (float array, infinities allowed), ``1/b = decay``."""
     log_norm = math.log1p(math.exp(-decay))  # log(1 + rho)
-    with np.errstate(invalid="ignore", over="ignore"):
+    # Both branches are evaluated everywhere; each is used only where it is exact.
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         upper = -decay * k - log_norm  # k >= 1: rho^k / (1 + rho)
         lower = np.log1p(-np.exp(-decay * (1.0 - k) - log_norm))  # k <= 0
     return np.where(k >= 1, upper, lower)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from privconf_sklearn._random import _discrete, check_noise_source
+from privconf_sklearn.mechanisms.expon_q import quantile_penalties
 from privconf_sklearn.privacy import DiscreteLaplaceMechanism, ExponentialMechanism
 from privconf_sklearn.privacy._exponential import exact_penalties
 
@@ -149,7 +150,7 @@ EXPONENTIAL_CASES = {  # penalties, denominator, rate, draws
     "small": ([0, 3, 1, 7, 0, 2], 2, Fraction(9, 10), 20_000),
     "python ints": ([2**70, 2**70 + 1, 2**70 + 3, 2**71], 1, 1.0, 10_000),
     "huge penalties and denominator": ([0, 2**1100, 3 * 2**1099], 2**1100, 1.0, 10_000),
-    "huge rate": ([5, 5, 6], 1, 1e300, 20_000),
+    "huge rate": ([5, 5, 6], 1, 1e300, 10_000),
     # rate below the float range: every draw goes through the refinement
     "subnormal rate": ([0, 2**1100, 3 * 2**1099], 1, Fraction(1, 2**1100), 300),
 }
@@ -379,3 +380,19 @@ def test_randomise_adds_integer_noise_to_integers_only():
 def test_discrete_laplace_mechanism_bad_parameters(kwargs, error, match):
     with pytest.raises(error, match=match):
         DiscreteLaplaceMechanism(**kwargs)
+
+
+@pytest.mark.parametrize("scaling", ["tight", "paper"])
+def test_quantile_penalties_are_exact_beyond_int64(scaling):
+    """ExponQ's integer penalties switch to Python ints when 2^30 n reaches 2^63."""
+    counts = np.array([2**33, 5, 2**34, 0])
+    penalties, denominator = quantile_penalties(counts, 0.75, scaling)
+    assert penalties.dtype == object
+    k, scale = 3 * 2**28, 2**30
+    below = [0, 2**33, 2**33 + 5, 2**33 + 5 + 2**34]
+    above = [5 + 2**34, 2**34, 0, 0]
+    expected = [max((scale - k) * b, k * a) for b, a in zip(below, above, strict=True)]
+    assert penalties.tolist() == expected
+    assert denominator == (scale if scaling == "tight" else k)
+    small, _ = quantile_penalties(np.array([3, 5, 2, 0]), 0.75, scaling)
+    assert small.dtype == np.int64

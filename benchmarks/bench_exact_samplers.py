@@ -1,0 +1,101 @@
+"""Speed of the exact samplers against the floating-point samplers they replace.
+
+- **Exponential mechanism**, ``m`` candidates with integer penalties (ExponQ's shape:
+  ``max((N - k) b_j, k a_j)`` on Beta(2, 5) bin counts, ``N = 2**30``):
+  ``NoiseSource.exponential_mechanism`` (inverse CDF with lazily refined precision,
+  validation included) against the removed 53-bit draw (``cumsum(exp(lw - max(lw)))``,
+  one uniform, ``searchsorted``) on the same float log-weights.
+- **Discrete Laplace**, ``B`` draws (Canonne, Kamath and Steinke 2020, Algorithm 2):
+  ``NoiseSource.discrete_laplace`` at the scale of DP-APS's counts ``B / epsilon`` for a
+  dyadic ``epsilon = 1`` and a non-dyadic ``epsilon = 0.1`` (whose exact scale has a
+  58-bit denominator), against the inverse-CDF continuous Laplace it replaces
+  (``NoiseSource.laplace``).
+
+Both pairs alternate (baseline, exact, baseline, exact, ...; ``benchmarks/_timing.py``),
+with the production noise source (``os.urandom``); the ratio is the median of the
+per-round ratios with their min-max.
+
+Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+import numpy as np
+
+from benchmarks._timing import alternate, load_average
+from privconf_sklearn._random import check_noise_source
+from privconf_sklearn.mechanisms.expon_q import bin_counts, quantile_penalties
+
+
+def _old_draw(log_weights: np.ndarray, noise) -> int:
+    """The removed sampler: one 53-bit uniform, float64 cumulative weights."""
+    cdf = np.cumsum(np.exp(log_weights - np.max(log_weights)))
+    index = int(np.searchsorted(cdf, noise.uniform(1)[0] * cdf[-1], side="right"))
+    return min(index, log_weights.shape[0] - 1)
+
+
+def exponential_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    scores = np.random.default_rng(0).beta(2.0, 5.0, size=100_000)
+    rows = []
+    for m in sizes:
+        penalties, denominator = quantile_penalties(bin_counts(scores, m), 0.9, "tight")
+        log_weights = -(penalties / denominator)  # epsilon = 1
+        timing = alternate(
+            {
+                "53-bit draw": lambda lw=log_weights: _old_draw(lw, noise),
+                "exact": lambda p=penalties, d=denominator: noise.exponential_mechanism(p, d, 1.0),
+            },
+            rounds,
+        )
+        rows.append((f"exponential mechanism, m = {m:,}", timing, "53-bit draw"))
+        print(f"  m = {m:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def laplace_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for size in sizes:
+        for epsilon in (1.0, 0.1):
+            scale = Fraction(size) / Fraction(epsilon)
+            timing = alternate(
+                {
+                    "continuous": lambda b=float(scale), s=size: noise.laplace(b, s),
+                    "exact": lambda b=scale, s=size: noise.discrete_laplace(b, s),
+                },
+                rounds,
+            )
+            label = f"discrete Laplace, B = {size:,}, scale B / {epsilon:g}"
+            rows.append((label, timing, "continuous"))
+        print(f"  B = {size:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def report(rows):
+    print("| sampler | baseline (ms, median) | exact (ms, median) | ratio: median (min-max) |")
+    print("|---|---|---|---|")
+    for label, timing, baseline in rows:
+        print(
+            f"| {label} | {timing.median(baseline) * 1e3:.3f} | {timing.median('exact') * 1e3:.3f} "
+            f"| {timing.ratio_text('exact', baseline)} |"
+        )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--rounds", type=int, default=11)
+    args = parser.parse_args(argv)
+    sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
+    print(load_average())
+    rows = exponential_rows(sizes, args.rounds) + laplace_rows(sizes, args.rounds)
+    print(f"\n{load_average()}\n")
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

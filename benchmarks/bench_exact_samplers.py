@@ -5,11 +5,19 @@
   ``NoiseSource.exponential_mechanism`` (inverse CDF with lazily refined precision,
   validation included) against the removed 53-bit draw (``cumsum(exp(lw - max(lw)))``,
   one uniform, ``searchsorted``) on the same float log-weights.
+- **Shaped exponential mechanism** (ExponQ's default): the candidates, slope and target
+  of the automatic shape at ``n`` Beta(2, 5) scores, ``epsilon = 1``:
+  :func:`~privconf_sklearn.mechanisms._shaped.sample_shaped` against the 53-bit draw on
+  the same float log-weights ``-epsilon a_j / D``.
 - **Discrete Laplace**, ``B`` draws (Canonne, Kamath and Steinke 2020, Algorithm 2):
   ``NoiseSource.discrete_laplace`` at the scale of DP-APS's counts ``B / epsilon`` for a
   dyadic ``epsilon = 1`` and a non-dyadic ``epsilon = 0.1`` (whose exact scale has a
   58-bit denominator), against the inverse-CDF continuous Laplace it replaces
   (``NoiseSource.laplace``).
+- **Sparse vector noise** (DP-APS's default release): the ``B`` query noises at the
+  exact scale ``1 / epsilon_2`` (``epsilon = 1`` and the non-dyadic ``0.7``, threshold
+  share 2/5), against the floating-point two-sided geometric sampler it replaces (the
+  difference of two inverse-CDF geometric variables at rate ``epsilon_2``).
 
 Both pairs alternate (baseline, exact, baseline, exact, ...; ``benchmarks/_timing.py``),
 with the production noise source (``os.urandom``); the ratio is the median of the
@@ -27,6 +35,13 @@ import numpy as np
 
 from benchmarks._timing import alternate, load_average
 from privconf_sklearn._random import check_noise_source
+from privconf_sklearn.mechanisms._shaped import (
+    choose_shape,
+    miss_curve,
+    sample_shaped,
+    shaped_penalties,
+)
+from privconf_sklearn.mechanisms._sparse_vector import noise_rates
 from privconf_sklearn.mechanisms.expon_q import bin_counts, quantile_penalties
 
 
@@ -53,6 +68,56 @@ def exponential_rows(sizes, rounds):
         )
         rows.append((f"exponential mechanism, m = {m:,}", timing, "53-bit draw"))
         print(f"  m = {m:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def shaped_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for n in sizes:
+        scores = np.random.default_rng(0).beta(2.0, 5.0, size=n)
+        shape = choose_shape(n, 0.1, 1.0)
+        numerators, denominator = shaped_penalties(
+            miss_curve(bin_counts(scores, shape.n_bins)), shape
+        )
+        log_weights = -(numerators / denominator)  # epsilon = 1
+        timing = alternate(
+            {
+                "53-bit draw": lambda lw=log_weights: _old_draw(lw, noise),
+                "exact": lambda a=numerators, d=denominator: sample_shaped(a, d, 1.0, noise),
+            },
+            rounds,
+        )
+        rows.append((f"shaped, n = {n:,} (m = {shape.n_bins:,})", timing, "53-bit draw"))
+        print(f"  shaped n = {n:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def _float_two_sided_geometric(noise, rate: float, size: int) -> np.ndarray:
+    """The removed sparse vector sampler: two inverse-CDF geometric variables."""
+    first = np.floor(-np.log(noise.uniform(size)) / rate)
+    second = np.floor(-np.log(noise.uniform(size)) / rate)
+    return (first - second).astype(np.int64)
+
+
+def sparse_vector_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for size in sizes:
+        for epsilon in (1.0, 0.7):
+            _, rate = noise_rates(epsilon, Fraction(2, 5))
+            timing = alternate(
+                {
+                    "float geometric": lambda r=float(rate), s=size: _float_two_sided_geometric(
+                        noise, r, s
+                    ),
+                    "exact": lambda b=1 / rate, s=size: noise.discrete_laplace(b, s),
+                },
+                rounds,
+            )
+            label = f"sparse vector noise, B = {size:,}, epsilon {epsilon:g}"
+            rows.append((label, timing, "float geometric"))
+        print(f"  sparse vector B = {size:,} done ({load_average()})", flush=True)
     return rows
 
 
@@ -92,7 +157,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
     print(load_average())
-    rows = exponential_rows(sizes, args.rounds) + laplace_rows(sizes, args.rounds)
+    rows = (
+        exponential_rows(sizes, args.rounds)
+        + shaped_rows([2400, *sizes[1:]], args.rounds)
+        + laplace_rows(sizes, args.rounds)
+        + sparse_vector_rows(sizes, args.rounds)
+    )
     print(f"\n{load_average()}\n")
     report(rows)
 

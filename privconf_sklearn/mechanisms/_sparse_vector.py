@@ -197,6 +197,8 @@ def _conservative_offset(rate_threshold: float, rate_query: float, count: int, b
     """
     if rate_threshold == 0.0:
         needed = (math.log(count / beta) - math.log1p(math.exp(-rate_query))) / rate_query
+        if needed > 2.0**50:  # steps of one vanish in float64: round up generously
+            return math.ceil(needed * (1.0 + 1e-9)) + 1
         value = max(0, math.ceil(needed) - 1)
         while count * float(_tail(value + 1, rate_query)) > beta:
             value += 1

@@ -38,7 +38,7 @@ class LogGrid(BaseEstimator):
     >>> from privconf_sklearn.mechanisms import LogGrid
     >>> edges = LogGrid(resolution=0.01).edges(4)
     >>> edges.round(4).tolist()
-    [0.0218, 0.0905, 0.3058, 1.0]
+    [0.0217, 0.0905, 0.3086, 1.0]
     """
 
     def __init__(self, resolution: float = 0.01):

@@ -12,7 +12,9 @@ Runs, in order (each prints its own table, with the baseline timed in the same p
 4. ``bench_regression_predict``: regression intervals against numpy and MAPIE,
    alternating;
 5. ``bench_fedcp_table``: the ``(l*, k*)`` search over Humbert et al.'s ``M(l, k)``;
-6. ``bench_dask``: the scale-out recipe on 10^8 rows (time and peak memory).
+6. ``bench_dask``: the scale-out recipe on 10^8 rows (time and peak memory);
+7. ``bench_exact_samplers``: the exact exponential-mechanism and discrete Laplace
+   samplers against the floating-point samplers they replace, alternating.
 
 Where a benchmark compares with a baseline, the two run alternately (A B A B ...) and
 the ratio is the median of the per-round ratios with their min-max
@@ -45,6 +47,7 @@ SUITE = [
     ("bench_regression_predict", ["--repeats", "20"], ["--quick", "--repeats", "3"]),
     ("bench_fedcp_table", [], ["--repeats", "1"]),
     ("bench_dask", [], ["--quick"]),
+    ("bench_exact_samplers", [], ["--quick"]),
 ]
 
 

@@ -43,7 +43,7 @@ from .mechanisms import (
     UninformativeCalibrationWarning,
     infeasible_calibration,
 )
-from .privacy import PrivacyGuarantee, gaussian_epsilon, zcdp_epsilon
+from .privacy import DiscreteLaplaceMechanism, PrivacyGuarantee, gaussian_epsilon, zcdp_epsilon
 
 __all__ = [
     "GroupCalibration",
@@ -201,17 +201,20 @@ class PrivateGroupSizes(BaseEstimator):
     Pass as ``group_sizes=PrivateGroupSizes(epsilon=...)`` to a conformal estimator with
     ``mondrian`` set. Each group ``g`` gets the noisy lower bound
 
-    ``m_g = grid_floor(min(n, max(0, floor(n_g + Z_g - c))))``, ``Z_g ~ Laplace(1 / epsilon)``,
-    ``c = max(0, log(1 / (2 beta)) / epsilon)``,
+    ``m_g = grid_floor(min(n, max(0, n_g + Z_g - c)))``,
 
-    so that ``m_g <= n_g`` with probability at least ``1 - beta`` (``P(Z_g > c) =
-    exp(-epsilon c) / 2``); ``n`` is the (public) calibration size and ``grid_floor``
+    with integer noise ``Z_g``, ``P(Z_g = z)`` proportional to ``exp(-epsilon |z|)``
+    (:class:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism`, sampled exactly), and
+    ``c`` the smallest integer ``>= 0`` with ``P(Z_g > c) <= beta``
+    (``P(Z_g > c) = e^{-epsilon (c + 1)} / (1 + e^{-epsilon})``), so that
+    ``m_g <= n_g`` with probability at least ``1 - beta``; ``n`` is the (public)
+    calibration size and ``grid_floor``
     rounds down to :func:`size_grid_floor`'s grid. The group's mechanism then runs with
     ``n = m_g`` on ``m_g`` of the group's rows drawn uniformly at random (and, in the
     event ``m_g > n_g``, on all of them plus ``m_g - n_g`` scores at the top of the range).
 
     **Privacy.** The vector of counts has l1 sensitivity 1 under add/remove adjacency,
-    so the sizes are ``epsilon``-DP (Laplace mechanism), ``2 epsilon`` under replace-one
+    so the sizes are ``epsilon``-DP (discrete Laplace mechanism), ``2 epsilon`` under replace-one
     (a row moving between groups changes two counts). See :func:`mondrian_privacy` for
     the composed guarantee.
 
@@ -238,8 +241,8 @@ class PrivateGroupSizes(BaseEstimator):
     >>> sizes = PrivateGroupSizes(epsilon=0.1)
     >>> sizes.privacy_guarantee().epsilon, sizes.privacy_guarantee().adjacency
     (0.1, 'add/remove')
-    >>> round(sizes.offset(), 2)
-    62.15
+    >>> sizes.offset()
+    62
     """
 
     _parameter_constraints = {
@@ -265,24 +268,26 @@ class PrivateGroupSizes(BaseEstimator):
         return PrivacyGuarantee.pure(
             epsilon,
             adjacency="add/remove",
-            description="Laplace(1/epsilon) noise on each group's calibration size (l1 "
-            "sensitivity 1 under add/remove).",
+            description="Discrete Laplace noise of scale 1/epsilon on each group's "
+            "calibration size (l1 sensitivity 1 under add/remove), sampled exactly.",
         )
 
-    def offset(self) -> float:
-        """``c = max(0, log(1 / (2 beta)) / epsilon)``: ``P(Laplace(1/epsilon) > c) <= beta``."""
-        return self._offset(self._checked())
+    def offset(self) -> int:
+        """``c``: the smallest integer ``>= 0`` with ``P(Z_g > c) <= beta``."""
+        checked = self._checked()
+        return self._noise(checked).noise_isf(checked["beta"])
 
     @staticmethod
-    def _offset(checked: dict) -> float:
-        return max(0.0, math.log(1.0 / (2.0 * checked["beta"])) / checked["epsilon"])
+    def _noise(checked: dict) -> DiscreteLaplaceMechanism:
+        return DiscreteLaplaceMechanism(checked["epsilon"], 1, adjacency="add/remove")
 
     def release(self, counts: np.ndarray, n_samples: int, noise: NoiseSource) -> np.ndarray:
         """The released lower bounds ``m_g`` for the true counts ``n_g`` (see the class)."""
         checked = self._checked()
-        noisy = counts + noise.laplace(1.0 / checked["epsilon"], counts.shape[0])
-        noisy -= self._offset(checked)
-        lower = np.clip(np.floor(noisy), 0, n_samples).astype(np.int64)
+        mechanism = self._noise(checked)
+        noisy = mechanism.randomise(np.asarray(counts, dtype=np.int64), noise)
+        lower = np.clip(noisy - mechanism.noise_isf(checked["beta"]), 0, n_samples)
+        lower = lower.astype(np.int64)
         return np.array([size_grid_floor(int(v)) for v in lower], dtype=np.int64)
 
 

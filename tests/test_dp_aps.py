@@ -3,8 +3,8 @@
 The default sparse vector release has its own tests (``test_dp_aps_sparse_vector.py``).
 
 The released index ``b_hat`` is the first noisy cumulative count reaching ``k + lambda``
-with independent Laplace noises, so its distribution is available in closed form
-(``DPAPS.threshold_distribution``, built on the mechanism's own Laplace primitive).
+with independent discrete Laplace noises, so its distribution is available in closed form
+(``DPAPS.threshold_distribution``, built on the mechanism's own noise primitive).
 Privacy is checked exactly with it on neighbouring score sets, and the sampler of
 ``DPAPS.calibrate`` is checked against it with exact binomial tails, so a wrong noise
 scale in either path fails a test.
@@ -18,7 +18,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from diffprivlib.accountant import BudgetAccountant
-from scipy import stats
 from sklearn.base import clone
 from sklearn.naive_bayes import GaussianNB
 from sklearn.utils._param_validation import InvalidParameterError
@@ -91,12 +90,23 @@ def test_cumulative_counts_match_the_grid_test():
         assert cumulative_counts(scores, n_bins).tolist() == expected
 
 
-def test_offset_is_the_laplace_union_bound():
-    """lambda = B log(B / beta) / epsilon: each |Z_b| > lambda has probability beta / B."""
-    n_bins, epsilon, beta = 20, 0.7, 1e-3
+def _tail(n_bins, epsilon, c):
+    """P(Z > c) = rho^(c + 1) / (1 + rho), rho = exp(-epsilon / B), for the integer noise."""
+    rho = math.exp(-epsilon / n_bins)
+    return rho ** (c + 1) / (1 + rho)
+
+
+@pytest.mark.parametrize(
+    ("n_bins", "epsilon", "beta"), [(20, 0.7, 1e-3), (3, 4.0, 0.9), (600, 0.1, 1e-3)]
+)
+def test_offset_is_the_smallest_integer_union_bound(n_bins, epsilon, beta):
+    """lambda: the smallest integer with B P(|Z| > lambda) = 2 B P(Z > lambda) <= beta."""
     offset = dp_aps_offset(n_bins, epsilon, beta)
-    assert offset == pytest.approx(n_bins * math.log(n_bins / beta) / epsilon)
-    assert 2 * stats.laplace.sf(offset, scale=n_bins / epsilon) == pytest.approx(beta / n_bins)
+    assert isinstance(offset, int)
+    assert 2 * n_bins * _tail(n_bins, epsilon, offset) <= beta
+    assert offset == 0 or 2 * n_bins * _tail(n_bins, epsilon, offset - 1) > beta
+    # within one count of the paper's continuous B log(B / beta) / epsilon
+    assert abs(offset - n_bins * math.log(n_bins / beta) / epsilon) <= 1
 
 
 # ---------------------------------------------------------- exact privacy
@@ -180,7 +190,7 @@ def test_details_are_public_and_diagnostics_owner_only():
         "n_bins_auto",
     }
     assert set(owner) == {"grid_threshold", "certificate_width", "observed_inflation"}
-    assert details["offset"] == pytest.approx(20 * math.log(20 / 1e-3) / 1.0)
+    assert details["offset"] == dp_aps_offset(20, 1.0, 1e-3)
     k = rank(3000, 0.1)
     kth = np.sort(scores)[k - 1]
     assert owner["grid_threshold"] == math.ceil(kth * 20) / 20  # non-private t_{q(k)}
@@ -292,11 +302,16 @@ def test_unreachable_rank_is_infeasible_without_reading_data(n, alpha, monkeypat
     )
 
 
-@pytest.mark.parametrize(("n_bins", "n"), [(20, 1000), (20, 1998), ("auto", 100)])
+@pytest.mark.parametrize(("n_bins", "n"), [(20, 1000), (20, 1988), ("auto", 100)])
 def test_counts_that_cannot_cross_are_infeasible(n_bins, n, monkeypatch):
-    """k <= n but k + lambda > n: the noisy counts would essentially never cross."""
+    """k <= n but k + lambda > n: the noisy counts would essentially never cross.
+
+    n = 1988 is the last infeasible size for B = 20: k + lambda = 1791 + 198 = 1989.
+    """
     mechanism = DPAPS(epsilon=1.0, n_bins=n_bins, release="vector")
     assert rank(n, 0.1) <= n
+    if n_bins == 20:
+        assert n < rank(n, 0.1) + dp_aps_offset(20, 1.0, 1e-3)
     _assert_infeasible_without_reading(mechanism, n, 0.1, monkeypatch, "never reach")
 
 

@@ -15,12 +15,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.mechanisms import DPAPS, UninformativeCalibrationWarning
 from privconf_sklearn.mechanisms._sparse_vector import (
+    THRESHOLD_SHARES,
     discrete_laplace_log_cdf,
     discrete_laplace_log_pmf,
     discrete_laplace_log_sf,
     failure_probability,
+    first_crossing,
+    float_rates,
+    noise_rates,
     offsets,
 )
 from privconf_sklearn.mechanisms.dp_aps import (
@@ -62,15 +67,55 @@ def test_discrete_laplace_functions_are_consistent(rate):
         )
 
 
-def test_sampled_noise_follows_the_discrete_laplace():
-    from privconf_sklearn._random import check_noise_source
+def test_noise_rates_are_exact_and_spend_exactly_epsilon():
+    """epsilon_1 + epsilon_2 is the float epsilon's exact rational value, for any share."""
+    for epsilon in (0.1, 0.7, 1.0, 3.3):
+        for share in (Fraction(0), *THRESHOLD_SHARES):
+            rate_threshold, rate_query = noise_rates(epsilon, share)
+            assert rate_threshold + rate_query == Fraction(epsilon)
+            assert rate_threshold == Fraction(epsilon) * share
+            assert float_rates(epsilon, share) == (float(rate_threshold), float(rate_query))
 
-    draws = check_noise_source(0).discrete_laplace(0.8, 50000)
+
+def test_sampled_noise_follows_the_discrete_laplace():
+    """The exact sampler at the query scale 1 / epsilon_2 (a rational of a float epsilon)."""
+    _rate_threshold, rate_query = noise_rates(1.3, Fraction(2, 5))
+    draws = check_noise_source(0).discrete_laplace(1 / rate_query, 50000)
     values = np.arange(-25, 26)
-    probabilities = np.exp(discrete_laplace_log_pmf(values, 0.8))
+    probabilities = np.exp(discrete_laplace_log_pmf(values, float(rate_query)))
     observed = np.array([(draws == v).sum() for v in values])
     rest = len(draws) - observed.sum()
     assert_counts_match(np.r_[observed, rest], np.r_[probabilities, 1 - probabilities.sum()])
+
+
+@pytest.mark.slow
+def test_releases_follow_threshold_distribution_at_the_automatic_plan():
+    """Many-bin plan with threshold noise, epsilon not a dyadic round number.
+
+    The released indices of :func:`first_crossing` (the release of ``calibrate``, drawn
+    with the exact sampler) against :meth:`DPAPS.threshold_distribution`, one exact
+    binomial test per grid point (false failure 1e-7 in all). Grid points of tiny
+    probability are pooled so that every cell is testable.
+    """
+    scores = np.random.default_rng(3).beta(2.0, 5.0, size=400)
+    epsilon, alpha = 1.3, 0.2
+    mechanism = DPAPS(epsilon=epsilon)
+    plan = mechanism.resolve_plan(scores.size, alpha)
+    assert plan.threshold_share > 0 and plan.n_bins > 20
+    values, log_p = mechanism.threshold_distribution(scores, alpha)
+    counts = cumulative_counts(scores, plan.n_bins)
+    target = _rank(scores.size, alpha) + plan.offset
+    noise = check_noise_source(4)
+    released = np.array(
+        [first_crossing(counts, target, epsilon, plan.threshold_share, noise) for _ in range(6000)]
+    )
+    observed = np.bincount(released - 1, minlength=values.size)
+    probabilities = np.exp(log_p)
+    small = probabilities < 1e-3
+    assert_counts_match(
+        np.r_[observed[~small], observed[small].sum()],
+        np.r_[probabilities[~small], probabilities[small].sum()],
+    )
 
 
 # ---------------------------------------------------------------- offset
@@ -95,8 +140,7 @@ def test_failure_probability_equals_brute_force_enumeration():
 def test_offset_is_the_smallest_integer_meeting_beta(n_bins, epsilon, beta):
     share = Fraction(0) if n_bins == 2 else Fraction(2, 5)
     lower, _upper = offsets(n_bins, epsilon, share, beta)
-    rate_threshold = epsilon * float(share)
-    rate_query = epsilon - rate_threshold
+    rate_threshold, rate_query = float_rates(epsilon, share)
     assert failure_probability(lower, n_bins, rate_threshold, rate_query) <= beta
     assert failure_probability(lower - 1, n_bins, rate_threshold, rate_query) > beta
 

@@ -15,6 +15,7 @@ from privconf_sklearn.mechanisms.expon_q import (
     SCALINGS,
     bin_counts,
     coverage_upper_bound,
+    exact_level,
     expected_uniform_coverage,
     exponq_parameters,
     inflated_level,
@@ -174,7 +175,7 @@ def test_auto_choice_is_the_criterion_minimum_above_n_epsilon(n, epsilon, scalin
     gammas = np.broadcast_to(
         optimal_gamma(n, alpha, epsilon, AUTO_BIN_GRID, scaling=scaling), AUTO_BIN_GRID.shape
     )
-    levels = inflated_level(n, alpha, epsilon, AUTO_BIN_GRID, gammas, scaling=scaling)
+    levels = exact_level(inflated_level(n, alpha, epsilon, AUTO_BIN_GRID, gammas, scaling=scaling))
     admissible = (levels < 1) & (AUTO_BIN_GRID >= min(n * epsilon, AUTO_BIN_GRID[-1]))
     criterion = [
         expected_uniform_coverage(
@@ -229,9 +230,11 @@ def test_utility_uses_strict_counts(scaling, q):
     """The utility of e_j counts scores strictly below (s <= e_{j-1}) and strictly above.
 
     Computed here from float comparisons on the raw scores (not from the cumulative
-    counts the module uses), with ties and scores exactly on bin edges.
+    counts the module uses), with ties and scores exactly on bin edges, at the level the
+    mechanism uses: q rounded up to a multiple of 2^-30.
     """
     m, epsilon = 8, 1.3
+    level = math.ceil(q * 2**30) / 2**30
     rng = np.random.default_rng(int(100 * q))
     scores = np.r_[rng.choice(np.arange(m + 1) / m, size=40), rng.uniform(size=40)]
     edges = np.arange(m + 1) / m
@@ -239,11 +242,13 @@ def test_utility_uses_strict_counts(scaling, q):
     below[0] = 0
     above = np.array([np.count_nonzero(scores > edges[j]) for j in range(1, m + 1)])
     if scaling == "tight":
-        exponent = epsilon * np.maximum((1 - q) * below, q * above)
+        exponent = epsilon * np.maximum((1 - level) * below, level * above)
     else:
         factor = 2.0 if scaling == "paper" else 1.0
         exponent = (
-            epsilon / (factor * max(1 / q, 1 / (1 - q))) * np.maximum(below / q, above / (1 - q))
+            epsilon
+            / (factor * max(1 / level, 1 / (1 - level)))
+            * np.maximum(below / level, above / (1 - level))
         )
     expected = -exponent - np.log(np.exp(-exponent).sum())
     log_p = quantile_log_probabilities(bin_counts(scores, m), q, epsilon, scaling=scaling)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.mechanisms import ExponQ, UninformativeCalibrationWarning
 from privconf_sklearn.mechanisms._shaped import (
     LOWER_SLOPES,
@@ -24,11 +25,13 @@ from privconf_sklearn.mechanisms._shaped import (
     Shape,
     choose_shape,
     expected_relative_threshold,
+    sample_shaped,
     shaped_penalties,
     target_numerators,
 )
 from privconf_sklearn.mechanisms.expon_q import bin_counts, shaped_log_probabilities
 
+from ._exact_sampling import exponential_probabilities
 from ._exact_tails import assert_counts_match
 from ._stats import binomial_lower_limit
 
@@ -324,3 +327,29 @@ def test_infeasible_request_reads_no_data():
 def test_bad_shape_parameters_are_rejected_by_name(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         ExponQ(epsilon=1.0, **params).calibrate(np.linspace(0, 1, 50), 0.1)
+
+
+# ------------------------------------------------------------ the exact draw
+def test_sample_shaped_draws_exactly_the_shaped_distribution():
+    """sample_shaped(numerators, D, epsilon, noise): index j with probability
+    proportional to exp(-epsilon a_j / D), against probabilities computed in 60-digit
+    decimal arithmetic from the same integers (epsilon 0.7 is not a round dyadic), with
+    exact binomial tails. Penalties of ExponQ's shape on a small grid."""
+    shape = Shape(Fraction(7, 10), Fraction(301, 64), 6)
+    curve = np.array([12, 11, 9, 6, 4, 1, 0])
+    numerators, denominator = shaped_penalties(curve, shape)
+    assert numerators.min() == 0 and numerators.max() > 3 * denominator
+    epsilon = 0.7
+    probabilities = exponential_probabilities(numerators, denominator, Fraction(epsilon))
+    noise = check_noise_source(11)
+    draws = [sample_shaped(numerators, denominator, epsilon, noise) for _ in range(8000)]
+    assert_counts_match(np.bincount(draws, minlength=shape.n_bins), probabilities)
+
+
+def test_sample_shaped_refuses_what_is_not_a_shaped_problem():
+    with pytest.raises(ValueError, match="penalties"):
+        sample_shaped(np.array([0, -1]), 3, 1.0, 0)
+    with pytest.raises(ValueError, match="denominator"):
+        sample_shaped(np.array([0, 1]), 0, 1.0, 0)
+    with pytest.raises(ValueError, match="epsilon"):
+        sample_shaped(np.array([0, 1]), 3, -1.0, 0)

@@ -230,8 +230,8 @@ def test_composed_gaussian_privacy_is_exact():
 
 # Exact privacy on neighbouring datasets: DP-APS on a grid of B = 3 public edges has an
 # output distribution in closed form (first noisy cumulative count above k + lambda,
-# independent Laplace(B / epsilon) noises), so every output's probability is computed.
-# Feasible (k + lambda <= n) from two scores per group: lambda = 3 log(3 / 0.9) / 4 = 0.9.
+# independent discrete Laplace noises of scale B / epsilon), so every output's
+# probability is computed. Feasible (k + lambda <= n) from two scores per group.
 EPSILON, SIZE_EPSILON, ALPHA_EXACT, B, BETA = 4.0, 1.5, 0.7, 3, 0.9
 
 
@@ -239,7 +239,7 @@ def _dpaps_distribution(scores, n):
     """{threshold: probability} of DPAPS(EPSILON, n_bins=B, beta=BETA) with n scores.
 
     From the mechanism's own exact distribution (first noisy cumulative count above
-    k + lambda, independent Laplace(B / epsilon) noises); an empty group releases 1.
+    k + lambda, independent discrete Laplace noises); an empty group releases 1.
     """
     if n == 0:
         return {1.0: 1.0}
@@ -258,14 +258,21 @@ def _public_release_distribution(groups):
     }
 
 
+def _at_least(k):
+    """P(Z >= k) for the size noise: P(Z = z) proportional to exp(-SIZE_EPSILON |z|)."""
+    rho = math.exp(-SIZE_EPSILON)
+    return rho**k / (1 + rho) if k >= 0 else 1 - rho ** (1 - k) / (1 + rho)
+
+
 def _size_distribution(n_g, n_cap, offset):
-    """{m: p} of the released lower bound floor(n_g + Laplace(1/eps_s) - c), clipped."""
-    laplace = stats.laplace(scale=1 / SIZE_EPSILON)
+    """{m: p} of the released lower bound n_g + Z - c (integer noise), clipped to [0, n]."""
     out = {}
     for m in range(n_cap + 1):
-        low = -math.inf if m == 0 else m + offset - n_g
-        high = math.inf if m == n_cap else m + 1 + offset - n_g
-        out[m] = laplace.cdf(high) - laplace.cdf(low)
+        low = -math.inf if m == 0 else m + offset - n_g  # Z >= low
+        high = math.inf if m == n_cap else m + offset - n_g + 1  # Z < high
+        out[m] = (1.0 if low == -math.inf else _at_least(low)) - (
+            0.0 if high == math.inf else _at_least(high)
+        )
     return out
 
 
@@ -738,7 +745,9 @@ def test_private_size_lower_bound_fails_with_probability_at_most_beta():
     released = sizes.release(np.full(runs, n_g), 10**6, noise)
     exceed = int((released > n_g).sum())
     assert exceed <= stats.binom.isf(FALSE_FAILURE, runs, 0.02)
-    assert exceed >= stats.binom.ppf(FALSE_FAILURE, runs, 0.01)  # P(L > c) = beta exactly
+    # P(Z > c) = e^{-3.5} / (1 + e^{-0.5}) = 0.0189 for the smallest integer c = 6
+    assert sizes.offset() == 6
+    assert exceed >= stats.binom.ppf(FALSE_FAILURE, runs, 0.01)
 
 
 # ------------------------------------------------------------------ behaviour

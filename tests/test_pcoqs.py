@@ -58,9 +58,14 @@ class RecordingNoise(NoiseSource):
         self.draws.append(("laplace", scale, np.array(values)))
         return values
 
-    def categorical_from_log_weights(self, log_weights):
-        index = super().categorical_from_log_weights(log_weights)
-        self.draws.append(("categorical", None, np.array([index])))
+    def discrete_laplace(self, scale, size=1):
+        values = super().discrete_laplace(scale, size)
+        self.draws.append(("discrete_laplace", scale, np.array(values)))
+        return values
+
+    def exponential_mechanism(self, penalties, denominator, rate):
+        index = super().exponential_mechanism(penalties, denominator, rate)
+        self.draws.append(("exponential", rate, np.array([index])))
         return index
 
 

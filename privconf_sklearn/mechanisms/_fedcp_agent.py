@@ -28,7 +28,7 @@ from .._random import NoiseSource
 from ._binning import bin_counts
 from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
 from ._statistics import ScoreArray, ScoreStatistics
-from .expon_q import quantile_log_probabilities
+from .expon_q import quantile_log_probabilities, sample_quantile_edge
 
 __all__ = ["AgentRelease", "agent_log_probabilities", "agent_release", "agent_values"]
 
@@ -65,11 +65,8 @@ def _sample(statistics: ScoreStatistics, size: int, noise: NoiseSource) -> Score
 
 
 def _edge(counts: np.ndarray, plan: FedCP2QQPlan, agent: int, noise: NoiseSource) -> int:
-    """The FedCP2-QQ agent's released edge ``b`` (1-based) from its bin counts."""
-    log_probabilities = quantile_log_probabilities(
-        counts, plan.local_levels[agent], plan.epsilon, scaling=plan.scaling
-    )
-    return noise.categorical_from_log_weights(log_probabilities) + 1
+    """The FedCP2-QQ agent's released edge ``b`` (1-based) from its bin counts, drawn exactly."""
+    return sample_quantile_edge(counts, plan.local_levels[agent], plan.epsilon, plan.scaling, noise)
 
 
 def _log_probabilities(scores: np.ndarray, plan: FedCP2QQPlan, agent: int) -> np.ndarray:

@@ -78,6 +78,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..privacy import ExponentialMechanism
+
 __all__ = [
     "LOWER_SLOPES",
     "SHAPE_BIN_GRID",
@@ -87,6 +89,7 @@ __all__ = [
     "largest_target",
     "lower_tail_sum",
     "miss_curve",
+    "sample_shaped",
     "shaped_penalties",
     "target_numerators",
     "upper_coverage_bound",
@@ -175,6 +178,37 @@ def shaped_penalties(curve: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
     below = a * (curve[1:] - t)
     above = (b - a) * (t - curve[:-1])
     return np.maximum(np.maximum(below, above), 0), b * big_t * shape.bound
+
+
+def sample_shaped(numerators, denominator: int, epsilon: float, noise) -> int:
+    """Draw the released candidate of a shaped release, exactly.
+
+    Candidate ``j`` (0-based) is drawn with probability exactly proportional to
+    ``exp(-epsilon a_j / D)`` for the integer numerators ``a_j`` and the denominator
+    ``D`` of :func:`shaped_penalties`: the range-bounded exponential mechanism with
+    range 1 (module docstring) at the exact rate ``epsilon`` (a float is an exact dyadic
+    rational), sampled by inverse CDF on an exact uniform
+    (:meth:`~privconf_sklearn.privacy.ExponentialMechanism.select_penalties`), with no
+    ``2**-53`` rounding in the released distribution.
+
+    Parameters
+    ----------
+    numerators : array-like of int of shape (m,)
+        ``a_j >= 0`` (int64, or Python ints of any size).
+    denominator : int
+        ``D >= 1``.
+    epsilon : float
+        Privacy parameter, > 0 and finite.
+    noise : NoiseSource, None, int, RandomState or Generator
+        The privacy randomness (:func:`~privconf_sklearn._random.check_noise_source`).
+
+    Returns
+    -------
+    int
+        The index ``j`` of the released candidate.
+    """
+    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return mechanism.select_penalties(numerators, denominator, noise)
 
 
 def _tail_terms(t: np.ndarray, rate, n_bins) -> np.ndarray:

@@ -31,7 +31,12 @@ survival function satisfies ``P(nu >= x + 1) >= e^{-epsilon_2} P(nu >= x)`` for 
 integer ``x`` (it is log-concave with limiting ratio ``e^{-epsilon_2}``), so every output
 probability changes by a factor at most ``e^{epsilon_1 + epsilon_2} = e^{epsilon}``, in
 both directions (the user guide has the full proof). The integers keep the shifts
-exact: no floating-point noise is involved.
+exact, and the noises are drawn exactly (Canonne, Kamath and Steinke 2020, Algorithm 2)
+at the exact rational scales ``1 / epsilon_1`` and ``1 / epsilon_2``, with ``epsilon``
+the exact rational value of the float given and ``epsilon_1 + epsilon_2 = epsilon``
+exactly (:func:`noise_rates`): no floating-point noise is involved. The distribution
+functions (offsets, :func:`first_crossing_log_probabilities`) evaluate the exact
+formulas in float64 at those rates correctly rounded (:func:`float_rates`).
 
 **Certificate.** A grid point with ``N_b <= k - 1`` crosses only if
 ``nu_b - rho >= lambda + 1``; at most ``B - 1`` points are below ``k`` (the top has
@@ -72,6 +77,8 @@ __all__ = [
     "failure_probability",
     "first_crossing",
     "first_crossing_log_probabilities",
+    "float_rates",
+    "noise_rates",
     "offsets",
 ]
 
@@ -89,6 +96,23 @@ _WINDOW_MASS = 1e-20
 
 
 # --------------------------------------------------------------- discrete Laplace
+def noise_rates(epsilon: float, share: Fraction) -> tuple[Fraction, Fraction]:
+    """``(epsilon_1, epsilon_2)``, exactly: ``share epsilon`` and ``(1 - share) epsilon``.
+
+    ``epsilon`` is taken at its exact rational value (a float is a dyadic rational), so
+    ``epsilon_1 + epsilon_2 = epsilon`` holds exactly and the noises drawn at the scales
+    ``1 / epsilon_1`` and ``1 / epsilon_2`` spend exactly the stated budget.
+    """
+    exact = Fraction(epsilon)
+    return exact * share, exact * (1 - share)
+
+
+def float_rates(epsilon: float, share: Fraction) -> tuple[float, float]:
+    """:func:`noise_rates` correctly rounded to float64, for the distribution functions."""
+    rate_threshold, rate_query = noise_rates(epsilon, share)
+    return float(rate_threshold), float(rate_query)
+
+
 def _log_one_minus(log_x):
     """``log(1 - x)`` from ``log x`` (``log x <= 0``), accurately near both ends."""
     log_x = np.asarray(log_x, dtype=np.float64)
@@ -282,8 +306,7 @@ def offsets(n_bins: int, epsilon: float, share: Fraction, beta: float) -> tuple[
     ``beta``, ``u`` the smallest with ``P(nu - rho <= -u - 1) <= beta``; both checked
     with the exact sums.
     """
-    rate_threshold = epsilon * float(share)
-    rate_query = epsilon - rate_threshold
+    rate_threshold, rate_query = float_rates(epsilon, share)
     if not _exact_is_affordable(rate_threshold, rate_query, n_bins, beta):
         return (
             _conservative_offset(rate_threshold, rate_query, n_bins - 1, beta),
@@ -346,8 +369,7 @@ def choose_plan(
     sizes = SPARSE_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
     best, best_level = None, math.inf
     for share in (Fraction(0), *THRESHOLD_SHARES):
-        rate_threshold = epsilon * float(share)
-        rate_query = epsilon - rate_threshold
+        rate_threshold, rate_query = float_rates(epsilon, share)
         candidates = sizes if share > 0 else sizes[sizes == 2]
         if candidates.size == 0 or rank + offset_lower_bound(rate_threshold, rate_query, beta) > n:
             continue  # no grid can be feasible with this share
@@ -376,10 +398,15 @@ def choose_plan(
 def first_crossing(
     counts: np.ndarray, target: int, epsilon: float, share: Fraction, noise: NoiseSource
 ) -> int:
-    """Draw ``b_hat`` (1-based): the first ``N_b + nu_b >= target + rho``, else ``B``."""
-    rate_threshold = epsilon * float(share)
-    rho = int(noise.discrete_laplace(rate_threshold, 1)[0]) if rate_threshold > 0 else 0
-    nu = noise.discrete_laplace(epsilon - rate_threshold, counts.shape[0])
+    """Draw ``b_hat`` (1-based): the first ``N_b + nu_b >= target + rho``, else ``B``.
+
+    ``rho`` and the ``nu_b`` are drawn exactly (:meth:`NoiseSource.discrete_laplace
+    <privconf_sklearn._random.NoiseSource.discrete_laplace>`) at the exact scales
+    ``1 / epsilon_1`` and ``1 / epsilon_2`` of :func:`noise_rates`.
+    """
+    rate_threshold, rate_query = noise_rates(epsilon, share)
+    rho = int(noise.discrete_laplace(1 / rate_threshold, 1)[0]) if rate_threshold > 0 else 0
+    nu = noise.discrete_laplace(1 / rate_query, counts.shape[0])
     reached = counts + nu >= target + rho
     return int(np.argmax(reached)) + 1 if reached.any() else int(counts.shape[0])
 
@@ -399,8 +426,7 @@ def first_crossing_log_probabilities(
     cost no longer grows with ``n``.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    rate_threshold = epsilon * float(share)
-    rate_query = epsilon - rate_threshold
+    rate_threshold, rate_query = float_rates(epsilon, share)
     radius = _window(min(rate_threshold, rate_query) if rate_threshold > 0 else rate_query)
     width = 2 * radius + (int(counts.max() - counts.min()) if relative else 0)
     if width * counts.shape[0] > 64 * MAX_EXACT_POINTS:

@@ -1,11 +1,14 @@
-"""DP-APS: Laplace noise on cumulative counts over a public grid.
+"""DP-APS: discrete Laplace noise on cumulative counts over a public grid.
 
 "Contract Cards for Auditable Private Conformal Prediction" (anonymous authors, 2026):
 the calibration backend of its Sec. 5, Theorem 5.1 (privacy and coverage),
 Proposition 5.2 (the threshold-inflation certificate) and Remark 5.3. No public code
-exists; this is an implementation from the paper, claiming no parity. The noise is a
-:class:`~privconf_sklearn.privacy.LaplaceVectorMechanism` with l1 sensitivity ``B``; the
-grid size ``B`` is chosen from public quantities by default (:func:`auto_n_bins`).
+exists; this is an implementation from the paper, claiming no parity. The counts are
+integers, so the noise is the integer-valued
+:class:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism` with l1 sensitivity ``B``
+(``P(Z = z)`` proportional to ``exp(-epsilon |z| / B)``, sampled exactly), in place of
+the paper's continuous Laplace noise; the grid size ``B`` is chosen from public
+quantities by default (:func:`auto_n_bins`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from .._param_validation import Interval, StrOptions, check_alpha
 from .._random import NoiseSource
 from .._validation import split_conformal_rank
-from ..privacy import LaplaceVectorMechanism, PrivacyGuarantee
+from ..privacy import DiscreteLaplaceMechanism, PrivacyGuarantee
 from ._base import (
     Calibration,
     CoverageCertificate,
@@ -55,7 +58,7 @@ __all__ = [
     "vector_first_crossing",
 ]
 
-#: Largest grid size ``B`` accepted: ``B`` Laplace draws and counts per calibration,
+#: Largest grid size ``B`` accepted: ``B`` noise draws and counts per calibration,
 #: and an offset ``B log(B / beta) / epsilon`` that exceeds any realistic ``n`` long
 #: before.
 MAX_GRID_SIZE = 10**6
@@ -83,22 +86,22 @@ def cumulative_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     return np.cumsum(bin_counts(scores, n_bins))
 
 
-def _count_noise(n_bins: int, epsilon: float) -> LaplaceVectorMechanism:
-    """The Laplace mechanism on the ``B`` cumulative counts (l1 sensitivity ``B``).
+def _count_noise(n_bins: int, epsilon: float) -> DiscreteLaplaceMechanism:
+    """The discrete Laplace mechanism on the ``B`` cumulative counts (l1 sensitivity ``B``).
 
     Adding, removing or replacing one score changes each ``N_b`` by at most one, so the
     vector moves by at most ``B`` in l1 norm (Theorem 5.1, point 1).
     """
-    return LaplaceVectorMechanism(epsilon, l1_sensitivity=n_bins)
+    return DiscreteLaplaceMechanism(epsilon, l1_sensitivity=n_bins)
 
 
-def dp_aps_offset(n_bins: int, epsilon: float, beta: float) -> float:
-    """Conservative offset ``lambda = B log(B / beta) / epsilon`` (Sec. 5).
+def dp_aps_offset(n_bins: int, epsilon: float, beta: float) -> int:
+    """Offset ``lambda``: the smallest integer with ``B P(|Z| > lambda) <= beta`` (Sec. 5).
 
-    A Laplace(``B / epsilon``) variable exceeds ``lambda`` in absolute value with
-    probability exactly ``beta / B``, so all ``B`` noises stay within ``lambda`` with
-    probability at least ``1 - beta`` (proof of Theorem 5.1;
-    :meth:`~privconf_sklearn.privacy.LaplaceVectorMechanism.tail_bound`).
+    All ``B`` noises then stay within ``lambda`` with probability at least ``1 - beta``
+    (union bound, proof of Theorem 5.1;
+    :meth:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism.tail_bound`). About the
+    paper's ``B log(B / beta) / epsilon`` for continuous Laplace noise.
     """
     return _count_noise(n_bins, epsilon).tail_bound(beta, n_bins)
 
@@ -110,7 +113,9 @@ def certified_level(n: int, alpha: float, epsilon: float, beta: float, n_bins) -
     the first grid point with ``k + 2 lambda`` scores below it; on scores spread
     uniformly that is the empirical level ``(k + 2 lambda) / n`` plus at most one grid
     cell ``1 / B``. The offset grows like ``B log B``, the cell shrinks like ``1 / B``:
-    :func:`auto_n_bins` minimises the sum.
+    :func:`auto_n_bins` minimises the sum. ``lambda`` is taken here in its continuous
+    form ``B log(B / beta) / epsilon`` (smooth in ``B``), within one count of the
+    integer :func:`dp_aps_offset` the mechanism uses.
 
     Parameters
     ----------
@@ -208,13 +213,14 @@ def vector_first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray
 
 
 def vector_crossing_log_probabilities(
-    counts: np.ndarray, target: float, noise: LaplaceVectorMechanism
+    counts: np.ndarray, target: float, noise: DiscreteLaplaceMechanism
 ) -> np.ndarray:
     """Exact ``log P(b_hat = b)``, ``b = 1..B``, of :func:`first_crossing`.
 
-    With independent noises ``Z_b`` and gaps ``g_b = target - N_b``,
+    With independent integer noises ``Z_b`` and gaps ``g_b = target - N_b``,
     ``P(b_hat = b) = prod_{j<b} P(Z_j < g_j) P(Z_b >= g_b)`` for ``b < B``, and
-    ``b = B`` takes the remaining mass ``prod_{j<B} P(Z_j < g_j)``.
+    ``b = B`` takes the remaining mass ``prod_{j<B} P(Z_j < g_j)``; for integer noise
+    ``P(Z < g) = P(Z <= ceil(g) - 1)`` and ``P(Z >= g) = P(Z > ceil(g) - 1)``.
 
     Parameters
     ----------
@@ -222,16 +228,16 @@ def vector_crossing_log_probabilities(
         Exact cumulative counts.
     target : float
         ``k + lambda``.
-    noise : LaplaceVectorMechanism
+    noise : DiscreteLaplaceMechanism
         The mechanism that adds the noise.
 
     Returns
     -------
     ndarray of shape (B,)
     """
-    gaps = target - np.asarray(counts, dtype=np.float64)
-    log_miss = noise.noise_log_cdf(gaps)
-    log_reach = noise.noise_log_sf(gaps)
+    below_gaps = np.ceil(target - np.asarray(counts, dtype=np.float64)) - 1.0
+    log_miss = noise.noise_log_cdf(below_gaps)
+    log_reach = noise.noise_log_sf(below_gaps)
     prefix = np.r_[0.0, np.cumsum(log_miss[:-1])]
     log_probabilities = prefix + log_reach
     log_probabilities[-1] = prefix[-1]
@@ -264,9 +270,16 @@ class DPAPS(QuantileMechanism):
       monotone queries). ``lambda`` is the smallest integer whose exact worst-case
       failure probability is at most ``beta``; it grows like ``log(B) / epsilon``, so
       fine grids are affordable.
-    - ``release="vector"``: the paper's release, independent Laplace noise of scale
-      ``B / epsilon`` on all ``B`` counts (l1 sensitivity ``B``) and the union-bound
-      offset ``lambda = B log(B / beta) / epsilon``, which grows like ``B log(B)``.
+    - ``release="vector"``: the paper's release with integer noise, independent discrete
+      Laplace noise of scale ``B / epsilon`` on all ``B`` counts (l1 sensitivity ``B``;
+      the integer counterpart of the paper's Laplace(``B / epsilon``)) and the
+      union-bound offset ``lambda``, the smallest integer with
+      ``B P(|Z| > lambda) <= beta`` (about ``B log(B / beta) / epsilon``, growing like
+      ``B log(B)``).
+
+    Both releases draw their noise exactly
+    (:class:`~privconf_sklearn.privacy.DiscreteLaplaceMechanism`, no floating-point
+    sampling), so the privacy proofs hold for the released threshold itself.
 
     **Privacy.** Pure ``epsilon``-DP of the threshold under replace-one and add/remove
     adjacency, for either release (the counts move by at most one each, all in the same
@@ -336,11 +349,13 @@ class DPAPS(QuantileMechanism):
 
     _DESCRIPTIONS = {
         "sparse_vector": "AboveThreshold (sparse vector technique, monotone queries) over the "
-        "cumulative counts of a public grid, with integer Laplace noise. Covers the threshold "
-        "only: the certificate-width owner diagnostics are computed from exact counts.",
-        "vector": "Laplace(B/epsilon) noise on the B cumulative counts of a public grid (l1 "
-        "sensitivity B). Covers the threshold only: the certificate-width owner diagnostics "
-        "are computed from exact counts and are not covered.",
+        "cumulative counts of a public grid, with discrete Laplace noise sampled exactly. "
+        "Covers the threshold only: the certificate-width owner diagnostics are computed "
+        "from exact counts.",
+        "vector": "Discrete Laplace noise of scale B/epsilon on the B cumulative counts of a "
+        "public grid (l1 sensitivity B), sampled exactly. Covers the threshold only: the "
+        "certificate-width owner diagnostics are computed from exact counts and are not "
+        "covered.",
     }
 
     def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
@@ -355,7 +370,7 @@ class DPAPS(QuantileMechanism):
         """The public plan ``(B, share, lambda, u)`` for ``(n, alpha)``; None if infeasible.
 
         For ``release="vector"``: the share is 0 and ``lambda``, ``u`` are 0 (the
-        offset is the real union bound ``B log(B / beta) / epsilon``, the certificate
+        offset is the integer union bound :func:`dp_aps_offset`, the certificate
         rank ``ceil(k + 2 lambda)``).
         """
         alpha = check_alpha(alpha, self._method("resolve_plan"))
@@ -417,11 +432,11 @@ class DPAPS(QuantileMechanism):
         return CoverageCertificate(max(0.0, k / (n_samples + 1) - params["beta"]))
 
     def _target(self, params: dict, n: int, alpha: float, plan: SparseVectorPlan) -> float:
-        """``k + lambda``: an integer for the sparse vector, the paper's real offset otherwise."""
+        """``k + lambda``, an integer: the sparse vector's offset or the union bound's."""
         k = split_conformal_rank(n, alpha)
         if params["release"] == "sparse_vector":
             return float(k + plan.offset)
-        return k + dp_aps_offset(plan.n_bins, params["epsilon"], params["beta"])
+        return float(k + dp_aps_offset(plan.n_bins, params["epsilon"], params["beta"]))
 
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """The exact distribution of the threshold :meth:`calibrate` releases.
@@ -476,8 +491,8 @@ class DPAPS(QuantileMechanism):
             return first_crossing(
                 counts, int(target), params["epsilon"], plan.threshold_share, noise
             )
-        laplace = _count_noise(plan.n_bins, params["epsilon"])
-        return int(vector_first_crossing(laplace.randomise(counts, noise), target))
+        count_noise = _count_noise(plan.n_bins, params["epsilon"])
+        return int(vector_first_crossing(count_noise.randomise(counts, noise), target))
 
     def _certificate_rank(self, params: dict, n: int, alpha: float, plan: SparseVectorPlan) -> int:
         k = split_conformal_rank(n, alpha)

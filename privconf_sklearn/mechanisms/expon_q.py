@@ -19,7 +19,9 @@ Lemma 1, Theorems 2-3 and Appendix C. The quantile's utility is handed to
 ``e_j``. An unreachable level (``q~ >= 1``) returns the top of the range without reading
 the data; the number of bins ``m*`` and ``gamma*`` are chosen deterministically from the
 public ``(n, epsilon, alpha)``; Theorem 3's upper bound is reported as its proof gives it
-(:func:`coverage_upper_bound`). The user guide has the proofs.
+(:func:`coverage_upper_bound`). The level is rounded up to a multiple of ``2**-30``
+(:func:`exact_level`) and the edge is drawn exactly from integer penalties
+(:func:`sample_quantile_edge`). The user guide has the proofs.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ._shaped import (
     Shape,
     choose_shape,
     miss_curve,
+    sample_shaped,
     shaped_penalties,
     target_numerators,
     upper_coverage_bound,
@@ -57,19 +60,23 @@ from ._statistics import ScoreArray, ScoreStatistics
 
 __all__ = [
     "AUTO_BIN_GRID",
+    "LEVEL_BITS",
     "MAX_BINS",
     "SCALINGS",
     "ExponQ",
     "ExponQParameters",
     "bin_counts",
     "coverage_upper_bound",
+    "exact_level",
     "expected_uniform_coverage",
     "exponq_parameters",
     "inflated_level",
     "optimal_gamma",
     "quantile_exponential_mechanism",
     "quantile_log_probabilities",
+    "quantile_penalties",
     "quantile_utilities",
+    "sample_quantile_edge",
     "shaped_log_probabilities",
 ]
 
@@ -199,10 +206,108 @@ def quantile_log_probabilities(
     Returns
     -------
     ndarray of shape (m,)
-        ``log P(output = e_j)``, ``j = 1..m``.
+        ``log P(output = e_j)``, ``j = 1..m``, at the level :func:`exact_level` ``(q)``
+        that :func:`sample_quantile_edge` draws at.
     """
+    q = exact_level(q)
     mechanism = quantile_exponential_mechanism(q, epsilon, scaling)
     return mechanism.log_probabilities(quantile_utilities(counts, q, scaling))
+
+
+# ------------------------------------------------------------- exact sampling
+#: The level is rounded up to a multiple of ``2**-LEVEL_BITS`` (:func:`exact_level`), so
+#: that every exponent is an exact rational with integer numerator.
+LEVEL_BITS = 30
+
+
+def exact_level(q):
+    """``q`` rounded up to a multiple of ``2**-30``: the level the mechanism uses exactly.
+
+    Exact in float64 (scaling by a power of two and ``ceil`` do not round). Rounding
+    up is the conservative direction for coverage: Lemma 1's lower deviation
+    ``q - sigma(q) L / (epsilon n)`` increases with ``q``, so the rounded level still
+    reaches the target ``T`` of :func:`inflated_level`; the privacy proofs hold for any
+    level in (0, 1].
+    """
+    rounded = np.ceil(np.asarray(q, dtype=np.float64) * 2.0**LEVEL_BITS) / 2.0**LEVEL_BITS
+    return float(rounded) if np.ndim(rounded) == 0 else rounded
+
+
+def quantile_penalties(counts: np.ndarray, q: float, scaling: str) -> tuple[np.ndarray, int]:
+    """Exact integer penalties ``a_j`` and denominator ``D`` of every edge's utility.
+
+    With ``q = k / N`` (``N = 2**30``, ``q`` already rounded by :func:`exact_level`)
+    and the strict counts ``b_j``, ``a_j`` of :func:`quantile_utilities`, the
+    penalty is ``P_j = max((N - k) b_j, k a_j)``, an integer, and the utility handed to
+    the exponential mechanism (sensitivity 1, :func:`sample_quantile_edge`) is
+    ``-P_j / D``:
+
+    - ``"tight"``: ``D = N``, so ``-P_j / D = -max((1 - q) b_j, q a_j)``;
+    - ``"paper"``, ``"monotone"``: ``D = max(k, N - k)``, so ``-P_j / D = -w_j /
+      Delta_q`` with ``w_j = max(b_j / q, a_j / (1 - q))`` and ``Delta_q = max(1/q,
+      1/(1 - q))``, whose sensitivity is 1 because ``w_j``'s is ``Delta_q``.
+
+    int64 when ``N n < 2**63``, Python ints beyond.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts (:func:`bin_counts`).
+    q : float
+        Level in (0, 1] (rounded up to a multiple of ``2**-30`` if it is not one).
+    scaling : {"tight", "paper", "monotone"}
+
+    Returns
+    -------
+    penalties : ndarray of shape (m,)
+    denominator : int
+    """
+    scale = 2**LEVEL_BITS
+    k = int(exact_level(q) * scale)
+    counts = np.asarray(counts, dtype=np.int64)
+    cumulative = np.cumsum(counts)
+    below, above = cumulative - counts, cumulative[-1] - cumulative
+    if int(cumulative[-1]) * scale >= 2**63:
+        below, above = below.astype(object), above.astype(object)
+    penalties = np.maximum((scale - k) * below, k * above)
+    return penalties, scale if scaling == "tight" else max(k, scale - k)
+
+
+def sample_quantile_edge(
+    counts: np.ndarray, q: float, epsilon: float, scaling: str, random_state
+) -> int:
+    """The released edge index ``j`` (1-based), drawn exactly (no floating-point caveat).
+
+    Candidate edge ``e_j`` has probability exactly proportional to
+    ``exp(-epsilon P_j / (D R))`` with the integer penalties of
+    :func:`quantile_penalties` and ``R`` the utility range of an
+    :class:`~privconf_sklearn.privacy.ExponentialMechanism` of sensitivity 1
+    (range-bounded for ``"tight"``, standard for ``"paper"``, monotone for
+    ``"monotone"``): the distribution of :func:`quantile_log_probabilities`, at the
+    level :func:`exact_level` ``(q)``.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (m,)
+        Bin counts.
+    q : float
+        Level in (0, 1].
+    epsilon : float
+        Privacy parameter.
+    scaling : {"tight", "paper", "monotone"}
+    random_state : None, int, RandomState, Generator or NoiseSource
+        The privacy randomness.
+
+    Returns
+    -------
+    int
+    """
+    analysis = {"tight": "range-bounded", "paper": "standard", "monotone": "monotone"}
+    mechanism = ExponentialMechanism(
+        epsilon, 1.0, analysis=analysis[scaling], adjacency=_ADJACENCY[scaling]
+    )
+    penalties, denominator = quantile_penalties(counts, q, scaling)
+    return mechanism.select_penalties(penalties, denominator, random_state) + 1
 
 
 def shaped_log_probabilities(counts: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
@@ -493,14 +598,17 @@ def exponq_parameters(
     gamma : float
         The ``gamma`` used.
     level : float
-        ``q~``, or the smallest ``q~`` tried when infeasible.
+        ``q~`` rounded up to a multiple of ``2**-30`` (:func:`exact_level`, the level the
+        sampler uses exactly), or the smallest such level tried when infeasible.
     """
     grid = AUTO_BIN_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
     gammas = np.broadcast_to(
         optimal_gamma(n, alpha, epsilon, grid, scaling=scaling) if gamma is None else gamma,
         grid.shape,
     )
-    levels = np.asarray(inflated_level(n, alpha, epsilon, grid, gammas, scaling=scaling))
+    levels = np.asarray(
+        exact_level(inflated_level(n, alpha, epsilon, grid, gammas, scaling=scaling))
+    )
     feasible = levels < 1.0
     if not feasible.any():
         best = int(np.argmin(levels))
@@ -792,6 +900,15 @@ class ExponQ(QuantileMechanism):
             counts, parameters.level, params["epsilon"], scaling=parameters.scaling
         )
 
+    def _sample_edge(self, params: dict, counts: np.ndarray, parameters, n: int, noise) -> int:
+        """The released edge index (1-based), drawn exactly from the integer penalties."""
+        if parameters.scaling == "shaped":
+            numerators, denominator = shaped_penalties(miss_curve(counts), parameters.shape(n))
+            return sample_shaped(numerators, denominator, params["epsilon"], noise) + 1
+        return sample_quantile_edge(
+            counts, parameters.level, params["epsilon"], parameters.scaling, noise
+        )
+
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """The exact distribution of the threshold :meth:`calibrate` releases.
 
@@ -821,11 +938,12 @@ class ExponQ(QuantileMechanism):
     def _threshold_distribution(self, params: dict, scores: np.ndarray, alpha: float):
         n = scores.shape[0]
         parameters = self._resolve(params, n, alpha)
-        if not parameters.feasible:
+        n_bins = parameters.n_bins
+        if n_bins is None:  # infeasible: the constant top of the range
             return np.ones(1), np.zeros(1)
-        counts = self._counts(params, ScoreArray._checked(scores), parameters.n_bins)
+        counts = self._counts(params, ScoreArray._checked(scores), n_bins)
         log_probabilities = self._log_probabilities(params, counts, parameters, n)
-        return _edges(params["grid"], parameters.n_bins), log_probabilities
+        return _edges(params["grid"], n_bins), log_probabilities
 
     def _upper_bound(self, params: dict, n: int, alpha: float, parameters: ExponQParameters):
         """Coverage upper bound at ``p_max = 0`` and its slope in ``p_max``."""
@@ -846,7 +964,8 @@ class ExponQ(QuantileMechanism):
     ) -> Calibration:
         n = statistics.n_samples
         parameters = self._resolve(params, n, alpha)
-        if not parameters.feasible:
+        n_bins = parameters.n_bins
+        if n_bins is None:  # infeasible: no data read
             return infeasible_calibration(
                 type(self).__name__,
                 n,
@@ -854,20 +973,19 @@ class ExponQ(QuantileMechanism):
                 self._unreachable(params, n, alpha),
                 **_public_details(parameters, params),
             )
-        counts = self._counts(params, statistics, parameters.n_bins)
-        log_probabilities = self._log_probabilities(params, counts, parameters, n)
-        edge = noise.categorical_from_log_weights(log_probabilities) + 1
+        counts = self._counts(params, statistics, n_bins)
+        edge = self._sample_edge(params, counts, parameters, n, noise)
         upper, slope = self._upper_bound(params, n, alpha, parameters)
         reason = ""
-        if edge == parameters.n_bins:
+        if edge == n_bins:
             reason = (
                 f"the exponential mechanism released the top edge 1.0 of its "
-                f"{parameters.n_bins} bins: the scores' target quantile lies in the top bin, "
+                f"{n_bins} bins: the scores' target quantile lies in the top bin, "
                 "or the privacy noise moved the release there."
             )
         return Calibration(
             mechanism=type(self).__name__,
-            threshold=float(_edges(params["grid"], parameters.n_bins)[edge - 1]),
+            threshold=float(_edges(params["grid"], n_bins)[edge - 1]),
             n_samples=n,
             alpha=alpha,
             privacy=self._privacy_guarantee(params),

@@ -6,7 +6,10 @@ privacy analysis and the neighbouring relation it holds under:
 
 - :class:`ExponentialMechanism`: one candidate of a finite range, from given utilities
   (standard, monotone and range-bounded analyses);
-- :class:`LaplaceVectorMechanism`: a vector of queries with bounded l1 sensitivity;
+- :class:`DiscreteLaplaceMechanism`: integer-valued queries (counts) with bounded l1
+  sensitivity, integer noise sampled exactly;
+- :class:`LaplaceVectorMechanism`: real-valued queries with bounded l1 sensitivity
+  (floating-point continuous noise);
 - :class:`GaussianQueryComposer`: adaptive Gaussian queries with zCDP / Gaussian-DP
   accounting and the exact (epsilon, delta) conversion.
 
@@ -22,6 +25,7 @@ from ._conversions import (
     zcdp_epsilon,
     zcdp_log_delta,
 )
+from ._discrete_laplace import DiscreteLaplaceMechanism
 from ._exponential import EXPONENTIAL_ANALYSES, ExponentialMechanism
 from ._gaussian import GaussianQueryComposer
 from ._guarantee import (
@@ -38,6 +42,7 @@ __all__ = [
     "ADJACENCY_STATEMENTS",
     "EXPONENTIAL_ANALYSES",
     "Adjacency",
+    "DiscreteLaplaceMechanism",
     "ExponentialMechanism",
     "GaussianQueryComposer",
     "LaplaceVectorMechanism",

@@ -1,32 +1,6 @@
-"""The library's single randomness policy: privacy noise, and the other draws.
+"""The noise source: random words, uniform integers and bits, and the samplers on them.
 
-Every random draw that protects privacy goes through a :class:`NoiseSource`, built by
-:func:`check_noise_source` from a ``random_state``:
-
-- ``None`` (the default, and the only setting meant for production): 64-bit words from
-  the operating system's cryptographic generator (:func:`os.urandom`), turned into
-  uniforms in the open interval (0, 1) with 53 random bits each. Nothing is seeded and
-  nothing can be replayed.
-- an ``int``, a :class:`numpy.random.RandomState` or a :class:`numpy.random.Generator`:
-  the same 53-bit uniforms drawn from numpy, so results are reproducible. Use this for
-  tests and experiments only: anyone who knows the seed can subtract the noise.
-
-All samplers (Laplace, Gaussian, categorical from log-weights) are inverse-CDF
-transforms of these uniforms, so both kinds of source go through identical code.
-
-The other draws of an estimator (the split of ``prefit=False``, the uniforms of the
-randomised APS and RAPS scores) are not privacy noise; they come from the numpy
-``RandomState`` of :func:`check_random_state` (scikit-learn's rule, with ``None``
-meaning numpy's global generator), which also accepts a ``Generator``.
-
-Consumption is the same everywhere: a ``RandomState`` or a ``Generator`` is used
-directly, so every draw advances it (successive fits and predictions get fresh
-randomness), while an int seeds a fresh generator at every draw (the same draws each
-time).
-
-Floating-point note: like every numpy-based DP library, samples are 53-bit floats, so
-probabilities below about ``2**-53`` are not represented exactly (Mironov, "On
-significance of the least significant bits for differential privacy", CCS 2012).
+See the package docstring for the policy (cryptographic by default, seeded for tests).
 """
 
 from __future__ import annotations
@@ -38,13 +12,30 @@ import numpy as np
 from scipy.special import ndtri
 from sklearn.utils import check_random_state as _sklearn_check_random_state
 
+from ._bits import BitSource
+from ._discrete import bernoulli_exp, discrete_laplace
+from ._exponential import sample_exponential_mechanism
+from ._rational import as_fraction, as_positive_integer
+
 __all__ = ["NoiseSource", "check_noise_source", "check_random_state"]
 
 _TWO_POW_53 = float(2**53)
 
 
-class NoiseSource:
-    """Uniform (0, 1) doubles and the privacy-noise samplers built on them.
+def _shape(size) -> tuple[int, ...]:
+    return (int(size),) if isinstance(size, int | np.integer) else tuple(int(n) for n in size)
+
+
+class NoiseSource(BitSource):
+    """Random words, and the privacy-noise samplers built on them.
+
+    One primitive, :meth:`random_words` (independent uniform 64-bit words), feeds the
+    exact samplers: uniform integers below any bound (:meth:`integers_below`),
+    arbitrarily many bits (:meth:`random_bits`), ``Bernoulli(exp(-gamma))``
+    (:meth:`bernoulli_exp`), the discrete Laplace distribution
+    (:meth:`discrete_laplace`) and the exponential mechanism
+    (:meth:`exponential_mechanism`). The floating-point samplers (:meth:`uniform`,
+    :meth:`laplace`, :meth:`normal`) use 53-bit uniforms.
 
     Parameters
     ----------
@@ -53,15 +44,70 @@ class NoiseSource:
         numpy generator is used (reproducible, not for production).
     """
 
-    def __init__(self, generator=None):
-        self._generator = generator
+    # --------------------------------------------------------- exact samplers
+    def bernoulli_exp(self, gamma, size: int | tuple[int, ...] = 1) -> np.ndarray:
+        """Independent ``Bernoulli(exp(-gamma))`` draws, exactly, for rational ``gamma``.
 
-    @property
-    def cryptographic(self) -> bool:
-        """Whether draws come from the operating system's cryptographic generator."""
-        return self._generator is None
+        Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy"
+        (NeurIPS 2020), Algorithm 1, with integer arithmetic only (``gamma`` an int, a
+        Fraction or a float, which is an exact dyadic rational).
 
-    def _random_words(self, size: int) -> np.ndarray:
+        Returns
+        -------
+        ndarray of bool
+        """
+        exact = as_fraction(gamma, "gamma", allow_zero=True)
+        shape = _shape(size)
+        numerators = np.full(math.prod(shape), exact.numerator, dtype=object)
+        return bernoulli_exp(self, numerators, exact.denominator).reshape(shape)
+
+    def discrete_laplace(self, scale, size: int | tuple[int, ...] = 1) -> np.ndarray:
+        """Discrete Laplace noise: ``P(Z = z)`` proportional to ``exp(-|z| / scale)``.
+
+        Exactly, on the integers, for a rational ``scale > 0`` (an int, a Fraction or a
+        float): Canonne, Kamath and Steinke (2020), Algorithm 2.
+
+        Returns
+        -------
+        ndarray
+            int64 (an object array of Python ints in the event that a draw does not fit).
+        """
+        exact = as_fraction(scale, "scale")
+        shape = _shape(size)
+        draws = discrete_laplace(self, exact.numerator, exact.denominator, math.prod(shape))
+        return draws.reshape(shape)
+
+    def exponential_mechanism(self, penalties, denominator, rate) -> int:
+        """Index ``j`` with probability exactly proportional to ``exp(-rate a_j / D)``.
+
+        Inverse CDF with lazily refined precision (``_random._exponential``): one 64-bit
+        word and one floating-point pass with rigorous error bounds decide the draw,
+        except with probability about ``4 (2**-40 + m 2**-53)``; then the comparison is
+        settled with exact integer arithmetic on rigorous bounds of the weights.
+
+        Parameters
+        ----------
+        penalties : array-like of shape (m,)
+            Non-negative integers ``a_j`` (int64, or Python ints of any size).
+        denominator : int
+            ``D >= 1``.
+        rate : float, int or Fraction
+            ``> 0``; a float is an exact dyadic rational.
+
+        Returns
+        -------
+        int
+            The drawn index.
+        """
+        return sample_exponential_mechanism(
+            self,
+            penalties,
+            as_positive_integer(denominator, "denominator"),
+            as_fraction(rate, "rate"),
+        )
+
+    # ------------------------------------------------ floating-point samplers
+    def _uniform_words(self, size: int) -> np.ndarray:
         if self._generator is None:
             return np.frombuffer(os.urandom(8 * size), dtype=np.uint64) >> np.uint64(11)
         if isinstance(self._generator, np.random.Generator):
@@ -82,51 +128,18 @@ class NoiseSource:
             Values ``(k + 1/2) / 2**53`` for uniform integers ``0 <= k < 2**53``;
             never exactly 0 or 1, and symmetric about 1/2.
         """
-        shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
-        count = math.prod(int(length) for length in shape)
-        words = self._random_words(count).astype(np.float64)
+        shape = _shape(size)
+        words = self._uniform_words(math.prod(shape)).astype(np.float64)
         return ((words + 0.5) / _TWO_POW_53).reshape(shape)
 
     def laplace(self, scale: float, size: int | tuple[int, ...] = 1) -> np.ndarray:
-        """Centred Laplace noise with density ``exp(-|x| / scale) / (2 scale)``."""
+        """Continuous Laplace noise (floating point), density ``exp(-|x| / scale) / (2 scale)``."""
         v = self.uniform(size) - 0.5
         return -scale * np.sign(v) * np.log1p(-2.0 * np.abs(v))
 
     def normal(self, scale: float, size: int | tuple[int, ...] = 1) -> np.ndarray:
-        """Centred Gaussian noise with standard deviation ``scale``."""
+        """Centred Gaussian noise (floating point) with standard deviation ``scale``."""
         return scale * ndtri(self.uniform(size))
-
-    def discrete_laplace(self, rate: float, size: int = 1) -> np.ndarray:
-        """Integer noise with ``P(z)`` proportional to ``exp(-rate |z|)`` (two-sided geometric).
-
-        The difference of two independent geometric variables on ``{0, 1, ...}`` with
-        ``P(G >= g) = exp(-rate g)``, each drawn by inversion of one uniform.
-        """
-        first = np.floor(-np.log(self.uniform(size)) / rate)
-        second = np.floor(-np.log(self.uniform(size)) / rate)
-        return (first - second).astype(np.int64)
-
-    def categorical_from_log_weights(self, log_weights: np.ndarray) -> int:
-        """Draw index ``j`` with probability proportional to ``exp(log_weights[j])``.
-
-        One uniform and an inverse-CDF search over the cumulative weights, shifted by
-        their maximum first (no overflow whatever the weights' magnitude).
-
-        Parameters
-        ----------
-        log_weights : ndarray of shape (m,)
-            Unnormalised log-probabilities; ``-inf`` entries are never drawn.
-
-        Returns
-        -------
-        int
-            The drawn index.
-        """
-        cdf = np.cumsum(np.exp(log_weights - np.max(log_weights)))
-        u = self.uniform(1)[0] * cdf[-1]
-        index = int(np.searchsorted(cdf, u, side="right"))
-        # u < cdf[-1] always; guard the last index against rounding in cumsum.
-        return min(index, log_weights.shape[0] - 1)
 
 
 def check_noise_source(random_state) -> NoiseSource:

@@ -1,0 +1,171 @@
+"""Speed of the exact samplers against the floating-point samplers they replace.
+
+- **Exponential mechanism**, ``m`` candidates with integer penalties (ExponQ's shape:
+  ``max((N - k) b_j, k a_j)`` on Beta(2, 5) bin counts, ``N = 2**30``):
+  ``NoiseSource.exponential_mechanism`` (inverse CDF with lazily refined precision,
+  validation included) against the removed 53-bit draw (``cumsum(exp(lw - max(lw)))``,
+  one uniform, ``searchsorted``) on the same float log-weights.
+- **Shaped exponential mechanism** (ExponQ's default): the candidates, slope and target
+  of the automatic shape at ``n`` Beta(2, 5) scores, ``epsilon = 1``:
+  :func:`~privconf_sklearn.mechanisms._shaped.sample_shaped` against the 53-bit draw on
+  the same float log-weights ``-epsilon a_j / D``.
+- **Discrete Laplace**, ``B`` draws (Canonne, Kamath and Steinke 2020, Algorithm 2):
+  ``NoiseSource.discrete_laplace`` at the scale of DP-APS's counts ``B / epsilon`` for a
+  dyadic ``epsilon = 1`` and a non-dyadic ``epsilon = 0.1`` (whose exact scale has a
+  58-bit denominator), against the inverse-CDF continuous Laplace it replaces
+  (``NoiseSource.laplace``).
+- **Sparse vector noise** (DP-APS's default release): the ``B`` query noises at the
+  exact scale ``1 / epsilon_2`` (``epsilon = 1`` and the non-dyadic ``0.7``, threshold
+  share 2/5), against the floating-point two-sided geometric sampler it replaces (the
+  difference of two inverse-CDF geometric variables at rate ``epsilon_2``).
+
+Both pairs alternate (baseline, exact, baseline, exact, ...; ``benchmarks/_timing.py``),
+with the production noise source (``os.urandom``); the ratio is the median of the
+per-round ratios with their min-max.
+
+Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+import numpy as np
+
+from benchmarks._timing import alternate, load_average
+from privconf_sklearn._random import check_noise_source
+from privconf_sklearn.mechanisms._shaped import (
+    choose_shape,
+    miss_curve,
+    sample_shaped,
+    shaped_penalties,
+)
+from privconf_sklearn.mechanisms._sparse_vector import noise_rates
+from privconf_sklearn.mechanisms.expon_q import bin_counts, quantile_penalties
+
+
+def _old_draw(log_weights: np.ndarray, noise) -> int:
+    """The removed sampler: one 53-bit uniform, float64 cumulative weights."""
+    cdf = np.cumsum(np.exp(log_weights - np.max(log_weights)))
+    index = int(np.searchsorted(cdf, noise.uniform(1)[0] * cdf[-1], side="right"))
+    return min(index, log_weights.shape[0] - 1)
+
+
+def exponential_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    scores = np.random.default_rng(0).beta(2.0, 5.0, size=100_000)
+    rows = []
+    for m in sizes:
+        penalties, denominator = quantile_penalties(bin_counts(scores, m), 0.9, "tight")
+        log_weights = -(penalties / denominator)  # epsilon = 1
+        timing = alternate(
+            {
+                "53-bit draw": lambda lw=log_weights: _old_draw(lw, noise),
+                "exact": lambda p=penalties, d=denominator: noise.exponential_mechanism(p, d, 1.0),
+            },
+            rounds,
+        )
+        rows.append((f"exponential mechanism, m = {m:,}", timing, "53-bit draw"))
+        print(f"  m = {m:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def shaped_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for n in sizes:
+        scores = np.random.default_rng(0).beta(2.0, 5.0, size=n)
+        shape = choose_shape(n, 0.1, 1.0)
+        numerators, denominator = shaped_penalties(
+            miss_curve(bin_counts(scores, shape.n_bins)), shape
+        )
+        log_weights = -(numerators / denominator)  # epsilon = 1
+        timing = alternate(
+            {
+                "53-bit draw": lambda lw=log_weights: _old_draw(lw, noise),
+                "exact": lambda a=numerators, d=denominator: sample_shaped(a, d, 1.0, noise),
+            },
+            rounds,
+        )
+        rows.append((f"shaped, n = {n:,} (m = {shape.n_bins:,})", timing, "53-bit draw"))
+        print(f"  shaped n = {n:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def _float_two_sided_geometric(noise, rate: float, size: int) -> np.ndarray:
+    """The removed sparse vector sampler: two inverse-CDF geometric variables."""
+    first = np.floor(-np.log(noise.uniform(size)) / rate)
+    second = np.floor(-np.log(noise.uniform(size)) / rate)
+    return (first - second).astype(np.int64)
+
+
+def sparse_vector_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for size in sizes:
+        for epsilon in (1.0, 0.7):
+            _, rate = noise_rates(epsilon, Fraction(2, 5))
+            timing = alternate(
+                {
+                    "float geometric": lambda r=float(rate), s=size: _float_two_sided_geometric(
+                        noise, r, s
+                    ),
+                    "exact": lambda b=1 / rate, s=size: noise.discrete_laplace(b, s),
+                },
+                rounds,
+            )
+            label = f"sparse vector noise, B = {size:,}, epsilon {epsilon:g}"
+            rows.append((label, timing, "float geometric"))
+        print(f"  sparse vector B = {size:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def laplace_rows(sizes, rounds):
+    noise = check_noise_source(None)
+    rows = []
+    for size in sizes:
+        for epsilon in (1.0, 0.1):
+            scale = Fraction(size) / Fraction(epsilon)
+            timing = alternate(
+                {
+                    "continuous": lambda b=float(scale), s=size: noise.laplace(b, s),
+                    "exact": lambda b=scale, s=size: noise.discrete_laplace(b, s),
+                },
+                rounds,
+            )
+            label = f"discrete Laplace, B = {size:,}, scale B / {epsilon:g}"
+            rows.append((label, timing, "continuous"))
+        print(f"  B = {size:,} done ({load_average()})", flush=True)
+    return rows
+
+
+def report(rows):
+    print("| sampler | baseline (ms, median) | exact (ms, median) | ratio: median (min-max) |")
+    print("|---|---|---|---|")
+    for label, timing, baseline in rows:
+        print(
+            f"| {label} | {timing.median(baseline) * 1e3:.3f} | {timing.median('exact') * 1e3:.3f} "
+            f"| {timing.ratio_text('exact', baseline)} |"
+        )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--rounds", type=int, default=11)
+    args = parser.parse_args(argv)
+    sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
+    print(load_average())
+    rows = (
+        exponential_rows(sizes, args.rounds)
+        + shaped_rows([2400, *sizes[1:]], args.rounds)
+        + laplace_rows(sizes, args.rounds)
+        + sparse_vector_rows(sizes, args.rounds)
+    )
+    print(f"\n{load_average()}\n")
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

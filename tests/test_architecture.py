@@ -1,11 +1,13 @@
-"""The package's layering holds: one-way imports, no cycles.
+"""The package's layering holds: one-way imports, no cycles, public seams.
 
 Every module of ``privconf_sklearn`` is parsed with :mod:`ast` (no import is executed),
 and every ``import`` / ``from ... import`` statement in it counts, including the ones
 inside functions and under ``if TYPE_CHECKING:``. The layers, lowest first, are listed
 in :data:`LAYERS` and drawn in the developer documentation
 (``docs/developer/architecture.rst``); a module may import modules of its own layer or
-of layers below, never above, and the import graph between modules has no cycle.
+of layers below, never above, and the import graph between modules has no cycle. The
+subpackages of :data:`PUBLIC_SEAMS` import from other subpackages only their public,
+documented names (listed in the ``__all__`` of a module without a leading underscore).
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ FORBIDDEN = [
     ("privconf_sklearn.metrics", "privconf_sklearn.regression"),
     ("privconf_sklearn.metrics", "privconf_sklearn._base"),
 ]
+
+
+#: Subpackages that use other subpackages through public names only.
+PUBLIC_SEAMS = ("privconf_sklearn.federated",)
 
 
 # ------------------------------------------------------------------ the graph
@@ -174,6 +180,59 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return components
 
 
+def _subpackage(module: str, modules: dict[str, Path]) -> str | None:
+    """``privconf_sklearn.<sub>`` when that is a package holding ``module``, else None."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    name = ".".join(parts[:2])
+    return name if modules.get(name, Path()).name == "__init__.py" else None
+
+
+def _public_names(path: Path) -> set[str]:
+    """The string entries of the module's ``__all__`` (empty if it has none)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return {item.value for item in ast.walk(node.value) if isinstance(item, ast.Constant)}
+    return set()
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]):
+    """``(target module, imported name or None)`` for every import statement of ``path``."""
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                yield (submodule, None) if submodule in modules else (target, alias.name)
+
+
+def private_imports(package: Path = PACKAGE, seams=PUBLIC_SEAMS) -> list[str]:
+    """Imports by a module of ``seams`` of a non-public name of another subpackage."""
+    modules = package_modules(package)
+    found = []
+    for name, path in sorted(modules.items()):
+        own = _subpackage(name, modules)
+        if own not in seams:
+            continue
+        for target, imported in _imported(name, path, modules):
+            other = _subpackage(target, modules)
+            if other is None or other == own or target not in modules:
+                continue
+            private_module = any(part.startswith("_") for part in target.split(".")[2:])
+            if private_module or (
+                imported is not None and imported not in _public_names(modules[target])
+            ):
+                found.append(f"{name} imports {target}{'.' + imported if imported else ''}")
+    return found
+
+
 # ------------------------------------------------------------------ the tests
 GRAPH = import_graph()
 
@@ -209,6 +268,37 @@ def test_named_rules(importer, imported):
         if target == imported or target.startswith(imported + ".")
     ]
     assert not offending, offending
+
+
+def test_public_seams_import_only_public_names_of_other_subpackages():
+    found = private_imports()
+    assert not found, "\n".join(found)
+
+
+def test_seam_checker_catches_private_modules_and_names(tmp_path):
+    """Planted: a private module, a name outside ``__all__``; a public name passes."""
+    package = tmp_path / "privconf_sklearn"
+    for sub in ("mechanisms", "mechanisms/fedcp", "federated"):
+        (package / sub).mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_validation.py").write_text("")
+    (package / "mechanisms" / "__init__.py").write_text("")
+    (package / "mechanisms" / "fedcp" / "__init__.py").write_text(
+        "from ._plan import make_plan, _cache\n__all__ = ['make_plan']\n"
+    )
+    (package / "mechanisms" / "fedcp" / "_plan.py").write_text("")
+    (package / "federated" / "__init__.py").write_text(
+        "from ..mechanisms.fedcp import make_plan\nfrom .._validation import check\n"
+    )
+    (package / "federated" / "_wire.py").write_text(
+        "from ..mechanisms.fedcp._plan import make_plan\n"
+        "def f():\n    from ..mechanisms.fedcp import _cache\n"
+    )
+    assert private_imports(package) == [
+        "privconf_sklearn.federated._wire imports privconf_sklearn.mechanisms.fedcp._plan"
+        ".make_plan",
+        "privconf_sklearn.federated._wire imports privconf_sklearn.mechanisms.fedcp._cache",
+    ]
 
 
 def test_checker_catches_a_function_level_cycle_and_an_upward_import(tmp_path):

@@ -21,7 +21,7 @@ from privconf_sklearn.mechanisms import (
     SplitConformal,
     UninformativeCalibrationWarning,
 )
-from privconf_sklearn.mechanisms._fedcp_coverage import ROUNDING_ALLOWANCE  # no public name
+from privconf_sklearn.mechanisms.fedcp._coverage import ROUNDING_ALLOWANCE  # no public name
 
 from ._stats import FALSE_FAILURE, binomial_lower_limit, binomial_upper_limit
 

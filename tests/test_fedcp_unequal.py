@@ -10,7 +10,7 @@ import pytest
 
 from privconf_sklearn.federated import make_plan
 from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
-from privconf_sklearn.mechanisms._fedcp_plan import MAX_SAMPLE_SIZE  # no public name
+from privconf_sklearn.mechanisms.fedcp import MAX_SAMPLE_SIZE
 
 from ._hang import no_hang
 from ._stats import binomial_lower_limit, binomial_upper_limit
@@ -83,7 +83,7 @@ def test_private_plans_certify_the_ranks_they_announce():
     """Unequal FedCP2-QQ plans: the agents that release serve the server rank, the others
     count as +inf in the table, and the table coverage is the certified value at exactly
     the announced ranks (recomputed by the exact quadrature, which has no public route)."""
-    from privconf_sklearn.mechanisms._fedcp_coverage import unequal_coverage_column
+    from privconf_sklearn.mechanisms.fedcp._coverage import unequal_coverage_column
 
     rng = np.random.default_rng(7)
     checked = 0

@@ -413,7 +413,7 @@ def test_agents_never_re_derive_plans():
     forbidden = mock.Mock(side_effect=AssertionError("an agent derived a plan"))
     with (
         mock.patch("privconf_sklearn.federated._wire.make_plan", forbidden),
-        mock.patch("privconf_sklearn.mechanisms._fedcp_plan.plan_fedcp2_qq", forbidden),
+        mock.patch("privconf_sklearn.mechanisms.fedcp._plan.plan_fedcp2_qq", forbidden),
     ):
         with pytest.raises(ValueError, match="holds 100 scores but the plan was made for 10000"):
             agent_message(np.full(100, 0.5), huge, 0)

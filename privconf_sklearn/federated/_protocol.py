@@ -1,6 +1,6 @@
 """The three steps of the one-round protocol, with JSON-ready inputs and outputs.
 
-1. The server makes the plan (:func:`~privconf_sklearn.mechanisms._fedcp_plan.make_plan`)
+1. The server makes the plan (:func:`~privconf_sklearn.mechanisms.fedcp.make_plan`)
    and sends :func:`~._wire.plan_to_dict` to every agent.
 2. Each agent calls :func:`agent_message`: cheap checks first (its budget, the plan's
    format and digest, its own size and entries, its scores), then one release of its
@@ -20,10 +20,15 @@ import numpy as np
 
 from .._random import check_noise_source
 from .._validation import check_unit_scores
-from ..mechanisms._base import Calibration
-from ..mechanisms._fedcp_agent import agent_log_probabilities, agent_release
-from ..mechanisms._fedcp_plan import FedCP2QQPlan, FedCPQQPlan, FederatedPlan
-from ..mechanisms._fedcp_server import release_calibration
+from ..mechanisms import Calibration
+from ..mechanisms.fedcp import (
+    FedCP2QQPlan,
+    FedCPQQPlan,
+    FederatedPlan,
+    agent_log_probabilities,
+    agent_release,
+    release_calibration,
+)
 from ._wire import (
     PROTOCOL_VERSION,
     message_fields,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from ..mechanisms._fedcp_plan import (
+from ..mechanisms.fedcp import (
     FEDCP2_QQ,
     FEDCP_QQ,
     MAX_AGENT_SIZE,

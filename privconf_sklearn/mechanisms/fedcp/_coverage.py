@@ -53,7 +53,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import betainc, betaincinv, gammaln, roots_legendre, xlogy
 
-from ._gauss_legendre import gauss_legendre_blocks, gauss_legendre_nodes, gauss_legendre_ranges
+from ._quadrature import node_blocks, node_ranges, nodes
 
 __all__ = [
     "DECISION_MARGIN",
@@ -211,7 +211,7 @@ def _integral_with_reference(degree: int, t_low: float, t_high: float, integrand
     reference_low = float(betaincinv(r, degree - r + 1, TAIL))
     reference_high = 1.0 - float(betaincinv(degree - r + 1, r, TAIL))
     total = np.float64(r / (degree + 1))
-    for t, one_minus_t, weights in gauss_legendre_blocks(
+    for t, one_minus_t, weights in node_blocks(
         degree // 2 + 1, min(t_low, reference_low), max(t_high, reference_high), _BLOCK
     ):
         reference = betainc(degree - r + 1, r, one_minus_t)  # P(Bin(D, t) < r)
@@ -288,7 +288,7 @@ def qq_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.
     low = np.minimum(t_low, betaincinv(r, degree - r + 1, TAIL))
     high = np.maximum(t_high, 1.0 - betaincinv(degree - r + 1, r, TAIL))
     n_nodes = degree // 2 + 1
-    starts, stops = gauss_legendre_ranges(n_nodes, low, high)
+    starts, stops = node_ranges(n_nodes, low, high)
     out = r / (degree + 1.0)
     lengths = stops - starts
     first = 0
@@ -302,7 +302,7 @@ def qq_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.
         offsets = np.cumsum(count) - count
         index = np.arange(int(count.sum())) - np.repeat(offsets, count) + starts[owner]
         if index.size:
-            _, one_minus_t, weights = gauss_legendre_nodes(n_nodes, index)
+            _, one_minus_t, weights = nodes(n_nodes, index)
             ranks, ks, rs = l_arr[owner], k_arr[owner], r[owner]
             one_minus_g = betainc(n - ranks + 1, ranks, one_minus_t)
             values = betainc(m - ks + 1, ks, one_minus_g)  # P(Bin(m, G) < k)

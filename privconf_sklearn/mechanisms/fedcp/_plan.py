@@ -31,16 +31,16 @@ from typing import ClassVar
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import Interval, NoneValue, Options, validate_params
-from ._fedcp_correction import (
+from ..._validation import Interval, NoneValue, Options, validate_params
+from ._correction import (
     agent_failure_probability,
     largest_releasable_rank,
     paper_correction,
     tight_correction,
     tight_level,
 )
-from ._fedcp_coverage import Certified, UnequalColumns, approximate_coverage
-from ._fedcp_search import best_orders, qq_frontier, unequal_orders
+from ._coverage import Certified, UnequalColumns, approximate_coverage
+from ._search import best_orders, qq_frontier, unequal_orders
 
 __all__ = [
     "BIN_GRID",

@@ -18,12 +18,13 @@ that planning cost does not grow with the agents' sizes.
 
 from __future__ import annotations
 
-from .._random import NoiseSource
-from .._validation import Interval, NoneValue, Options, check_alpha, validate_params
-from ..privacy import PrivacyGuarantee
-from ._base import Calibration, CoverageCertificate, QuantileMechanism
-from ._fedcp_agent import agent_values
-from ._fedcp_plan import (
+from ..._random import NoiseSource
+from ..._validation import Interval, NoneValue, Options, check_alpha, validate_params
+from ...privacy import PrivacyGuarantee
+from .._base import Calibration, CoverageCertificate, QuantileMechanism
+from .._statistics import ScoreStatistics
+from ._agent import agent_values
+from ._plan import (
     MAX_AGENTS,
     MAX_BINS,
     FederatedPlan,
@@ -32,8 +33,7 @@ from ._fedcp_plan import (
     make_plan,
     min_informative_size,
 )
-from ._fedcp_server import federated_privacy, release_calibration
-from ._statistics import ScoreStatistics
+from ._server import federated_privacy, release_calibration
 
 __all__ = ["FedCP2QQ", "FedCPQQ"]
 

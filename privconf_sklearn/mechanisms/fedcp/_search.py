@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import betainc
 
-from ._fedcp_coverage import (
+from ._coverage import (
     APPROXIMATE_NODES,
     DECISION_MARGIN,
     Certified,

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ..privacy import PrivacyGuarantee
-from ._base import Calibration, infeasible_calibration
-from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
+from ...privacy import PrivacyGuarantee
+from .._base import Calibration, infeasible_calibration
+from ._plan import FedCP2QQPlan, FederatedPlan
 
 __all__ = ["federated_privacy", "plan_details", "plan_privacy", "release_calibration"]
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._random import NoiseSource
-from ._binning import bin_counts
-from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
-from ._statistics import ScoreArray, ScoreStatistics
-from .expon_q import quantile_log_probabilities
+from ..._random import NoiseSource
+from .._binning import bin_counts
+from .._statistics import ScoreArray, ScoreStatistics
+from ..expon_q import quantile_log_probabilities
+from ._plan import FedCP2QQPlan, FederatedPlan
 
 __all__ = ["AgentRelease", "agent_log_probabilities", "agent_release", "agent_values"]
 

@@ -22,14 +22,15 @@ from privconf_sklearn.mechanisms.fedcp._coverage import (
     EXACT_MAX_DEGREE,
     ROUNDING_ALLOWANCE,
     TIE_TOLERANCE,
+    FastColumns,
+    WorkBudget,
     approximate_coverage,
-    approximate_unequal_column,
     exact_coverage_column,
     qq_coverage,
     unequal_coverage_column,
 )
 from privconf_sklearn.mechanisms.fedcp._quadrature import node_blocks, node_ranges, nodes
-from privconf_sklearn.mechanisms.fedcp._search import best_orders, qq_frontier, unequal_orders
+from privconf_sklearn.mechanisms.fedcp._search import equal_table, unequal_table
 
 from ._stats import binomial_lower_limit, binomial_upper_limit
 
@@ -265,12 +266,12 @@ def brute_force_orders(m, n, level):
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2, 0.3, 0.5])
 def test_search_equals_exact_brute_force_argmin(m, n, alpha):
     level = 1 - Fraction(alpha)
-    orders = best_orders(qq_frontier(m, n, level))
+    orders = equal_table(m, n, level)
     expected = brute_force_orders(m, n, level)
     if expected is None:
         assert orders is None
         return
-    assert (orders.local_rank, orders.server_rank, orders.coverage.key) == expected
+    assert (orders.local_ranks[0], orders.server_rank, orders.coverage.key) == expected
 
 
 def quadrature_brute_force(m, n, level):
@@ -289,19 +290,19 @@ def quadrature_brute_force(m, n, level):
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2, 0.3])
 def test_search_equals_brute_force_argmin_on_large_tables(m, n, alpha):
     level = 1 - Fraction(alpha)
-    orders = best_orders(qq_frontier(m, n, level))
+    orders = equal_table(m, n, level)
     expected = quadrature_brute_force(m, n, float(level))
     if expected is None:
         assert orders is None
         return
-    assert (orders.local_rank, orders.server_rank) == expected[:2]
+    assert (orders.local_ranks[0], orders.server_rank) == expected[:2]
     assert orders.coverage.lower_float == pytest.approx(expected[2] - ROUNDING_ALLOWANCE, abs=1e-15)
     # Valid and minimal: reaches the level, one rank less in either direction does not.
     assert orders.coverage.key >= level
     if orders.server_rank > 1:
-        assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < level
-    if orders.local_rank > 1:
-        assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < level
+        assert qq_coverage(orders.local_ranks[0], orders.server_rank - 1, m, n) < level
+    if orders.local_ranks[0] > 1:
+        assert qq_coverage(orders.local_ranks[0] - 1, orders.server_rank, m, n) < level
 
 
 def test_search_fixes_the_authors_choice_at_10_by_100():
@@ -309,8 +310,8 @@ def test_search_fixes_the_authors_choice_at_10_by_100():
     table = qq_coverage(np.arange(1, 101)[:, None], np.arange(1, 11)[None, :], 10, 100)
     assert np.isfinite(table).all()
     assert np.all(np.diff(table, axis=0) >= -1e-15) and np.all(np.diff(table, axis=1) >= -1e-15)
-    orders = best_orders(qq_frontier(10, 100, 1 - Fraction(0.1)))
-    assert (orders.local_rank, orders.server_rank) == (95, 1)
+    orders = equal_table(10, 100, 1 - Fraction(0.1))
+    assert (orders.local_ranks[0], orders.server_rank) == (95, 1)
     # The authors' (l, k) = (86, 10) is feasible but further from 0.9.
     assert orders.coverage.key < qq_coverage(86, 10, 10, 100)
 
@@ -321,37 +322,36 @@ def test_search_fixes_the_authors_choice_at_10_by_100():
 def test_search_of_large_tables_is_minimal(m, n, expected):
     """The plans of issue 17's sizes: valid and minimal in both ranks (exact quadrature)."""
     level = 1 - Fraction(0.1)
-    orders = best_orders(qq_frontier(m, n, level))
-    assert (orders.local_rank, orders.server_rank) == expected
+    orders = equal_table(m, n, level)
+    assert (orders.local_ranks[0], orders.server_rank) == expected
     assert orders.coverage.key >= level
-    assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < 0.9
-    assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < 0.9
+    assert qq_coverage(orders.local_ranks[0], orders.server_rank - 1, m, n) < 0.9
+    assert qq_coverage(orders.local_ranks[0] - 1, orders.server_rank, m, n) < 0.9
 
 
 def test_search_handles_empty_feasible_sets_and_one_agent():
-    assert best_orders(qq_frontier(2, 2, 1 - Fraction(0.1))) is None  # M(2, 2) = 4/5
-    orders = best_orders(qq_frontier(1, 20, 1 - Fraction(0.1)))  # split conformal
-    assert (orders.local_rank, orders.server_rank) == (19, 1)
+    assert equal_table(2, 2, 1 - Fraction(0.1)) is None  # M(2, 2) = 4/5
+    orders = equal_table(1, 20, 1 - Fraction(0.1))  # split conformal
+    assert (orders.local_ranks[0], orders.server_rank) == (19, 1)
     assert orders.coverage.key == Fraction(19, 21)
 
 
 @pytest.mark.parametrize("m, n", [(10, 7000), (2, 12000)])
 def test_search_handles_agents_with_thousands_of_scores(m, n):
     level = 1 - Fraction(0.1)
-    orders = best_orders(qq_frontier(m, n, level))
+    orders = equal_table(m, n, level)
     assert orders.coverage.key >= level
     if orders.server_rank > 1:
-        assert qq_coverage(orders.local_rank, orders.server_rank - 1, m, n) < 0.9
-    assert qq_coverage(orders.local_rank - 1, orders.server_rank, m, n) < 0.9
+        assert qq_coverage(orders.local_ranks[0], orders.server_rank - 1, m, n) < 0.9
+    assert qq_coverage(orders.local_ranks[0] - 1, orders.server_rank, m, n) < 0.9
 
 
 def test_search_respects_a_largest_rank():
     level = 1 - Fraction(0.1)
-    frontier = qq_frontier(10, 100, level)
-    orders = best_orders(frontier, max_rank=91)
-    assert orders.local_rank <= 91 and orders.coverage.key >= level
+    orders = equal_table(10, 100, level, max_rank=91)
+    assert orders.local_ranks[0] <= 91 and orders.coverage.key >= level
     expected = brute_force_orders_limited(10, 100, level, 91)
-    assert (orders.local_rank, orders.server_rank) == expected
+    assert (orders.local_ranks[0], orders.server_rank) == expected
 
 
 def brute_force_orders_limited(m, n, level, limit):
@@ -382,6 +382,11 @@ def test_unequal_column_reduces_to_the_table_for_equal_sizes(m, n, rank):
     np.testing.assert_allclose(column, qq_coverage(rank, np.arange(1, m + 1), m, n), atol=EXACT)
 
 
+def fast_column(sizes, ranks):
+    columns = FastColumns(sizes, WorkBudget(1e12))
+    return np.array([columns(ranks, k) for k in range(1, len(sizes) + 1)])
+
+
 def test_fast_unequal_columns_agree_with_the_quadrature():
     rng = np.random.default_rng(3)
     worst = 0.0
@@ -392,7 +397,7 @@ def test_fast_unequal_columns_agree_with_the_quadrature():
             int(max(1, min(s + 1, round(rng.uniform(0.0, 1.05) * (s + 1))))) for s in sizes
         )
         exact = unequal_coverage_column(sizes, ranks)
-        worst = max(worst, np.max(np.abs(approximate_unequal_column(sizes, ranks) - exact)))
+        worst = max(worst, np.max(np.abs(fast_column(sizes, ranks) - exact)))
         if sum(sizes) <= EXACT_MAX_DEGREE:
             rational = np.array([float(x) for x in exact_coverage_column(sizes, ranks)])
             assert np.max(np.abs(rational - exact)) < EXACT
@@ -401,8 +406,9 @@ def test_fast_unequal_columns_agree_with_the_quadrature():
 
 def test_unequal_search_reaches_the_level_with_small_excess():
     level = 1 - Fraction(0.1)
-    choice = unequal_orders((200, 200, 200, 199), level)
+    choice, complete = unequal_table((200, 200, 200, 199), level)
+    assert complete
     column = unequal_coverage_column((200, 200, 200, 199), choice.local_ranks)
     assert choice.coverage.key >= level
     assert abs(float(choice.coverage.key) - column[choice.server_rank - 1]) < 2e-12
-    assert unequal_orders((2, 3), level) is None  # every configuration is below 0.9
+    assert unequal_table((2, 3), level)[0] is None  # every configuration is below 0.9

@@ -6,7 +6,9 @@ three parts that :mod:`privconf_sklearn.federated` sends over JSON to agents on 
 machines:
 
 - the server's plan, from public quantities only: :func:`make_plan` (ranks, bins,
-  ``gamma`` and the coverage certificate) and the plan types;
+  ``gamma`` and the coverage certificate) and the plan types; the agents' scalings and
+  the rank corrections they need (:data:`AGENT_SCALINGS`, one :class:`AgentScaling`
+  each);
 - each agent's release from its own scores: :func:`agent_release` (and
   :func:`agent_log_probabilities`, its exact distribution, for audits);
 - the server's aggregation: :func:`release_calibration`, with the privacy of the
@@ -17,6 +19,8 @@ behind the certificate are private modules of this package.
 """
 
 from ._agent import AgentRelease, agent_log_probabilities, agent_release
+from ._correction import SCALINGS as AGENT_SCALINGS
+from ._correction import AgentScaling
 from ._mechanisms import FedCP2QQ, FedCPQQ
 from ._plan import (
     BIN_GRID,
@@ -36,6 +40,7 @@ from ._plan import (
 from ._server import plan_privacy, release_calibration
 
 __all__ = [
+    "AGENT_SCALINGS",
     "BIN_GRID",
     "FEDCP2_QQ",
     "FEDCP_QQ",
@@ -45,6 +50,7 @@ __all__ = [
     "MAX_BINS",
     "MAX_SAMPLE_SIZE",
     "AgentRelease",
+    "AgentScaling",
     "FedCP2QQ",
     "FedCP2QQPlan",
     "FedCPQQ",

@@ -14,7 +14,7 @@ epsilon-DP: a neighbouring data set changes at most one score of the subset).
 
 Inputs are validated by the callers (the mechanisms, or the JSON transport of
 :mod:`privconf_sklearn.federated`): scores in [0, 1] of the announced size, a plan made
-by :mod:`._fedcp_plan`, an agent index in range.
+by :func:`~.make_plan`, an agent index in range.
 """
 
 from __future__ import annotations

@@ -1,45 +1,36 @@
-"""How far above its target rank a FedCP2-QQ agent's private quantile must aim.
+"""How far above its target rank a FedCP2-QQ agent aims: one strategy per scaling.
 
 Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 4.1: the coverage proof needs
-every agent's private message ``Q_j`` to reach the ``l_j``-th smallest of its
+every releasing agent's private message to reach the ``l``-th smallest of its
 (discretised) scores with probability at least ``1 - delta``,
-``delta = 1 - (1 - gamma alpha)^(1/m)``, so the agent aims ``c_j`` ranks higher.
+``delta = 1 - (1 - gamma alpha)^(1/m)``, so the agent aims ``c`` ranks higher, at level
+``q``. Each scaling of the agents' exponential mechanism
+(:func:`~privconf_sklearn.mechanisms.expon_q.quantile_log_probabilities`) is one
+:class:`AgentScaling`: its correction ``c``, its level ``q``, the largest target rank it
+can serve within ``n`` scores, and the slopes of its exponent (for the plan's idealised
+top-of-range probability). The proofs are in the user guide's FedCP2-QQ page.
 
-**Tight scaling** (the default; exponent ``-epsilon max((1 - q) b_e, q a_e)`` of
-:func:`~privconf_sklearn.mechanisms.expon_q.quantile_log_probabilities`, with the strict
-counts ``b_e = #{[s] < e}``, ``a_e = #{[s] > e}`` of the ``n`` discretised scores).
-Let ``r = l + c`` and ``q = r / n``. The edge ``e*`` of the ``r``-th smallest
-discretised score has ``b <= r - 1`` and ``a <= n - r``, so its exponent is at most
-``epsilon max((1 - q)(r - 1), q (n - r)) = epsilon n q (1 - q)``. An edge ``e`` with
-fewer than ``l`` discretised scores at or below it has ``a_e >= n - l + 1``, so its
-exponent is at least ``epsilon q (n - l + 1)``. There are at most ``B - 1`` such edges
-(``e*`` is not one), each at most ``exp(-epsilon q (n - l + 1 - n (1 - q)))`` times as
-likely as ``e*``, hence
+- :class:`TightScaling` (default): exponent ``-epsilon max((1 - q) b_e, q a_e)``; ``c``
+  is the smallest integer with ``epsilon q (c + 1) >= log((B - 1) / delta)``,
+  ``q = (l + c) / n`` (about half the paper's correction near ``q = 1``).
+- :class:`PaperScaling`: their Algorithm 2 and Eq. (10),
+  ``c = ceil(2 / epsilon log(B / delta))``, ``q = max((l + c) / n, 1/2) < 1``.
 
-``P(#{[s] <= Q} <= l - 1) <= (B - 1) exp(-epsilon q (c + 1))``,
-
-and ``c = l_cor`` is the smallest integer with ``epsilon q (c + 1) >= log((B - 1) /
-delta)``, ``q = (l + c) / n`` (:func:`tight_correction`). ``#{[s] <= Q} >= l`` means
-``Q >= [s]_(l) >= s_(l)``. Nothing requires ``q >= 1/2`` (the paper's Lemma C.4 does,
-for its scaling), and ``q = 1`` is allowed: the exponent ``epsilon a_e`` is then still
-epsilon-DP. The correction is about half the paper's at ``q`` near 1.
-
-**Paper scaling** (``exp(-epsilon w / (2 Delta_q))``, their Algorithm 2): Eq. (10),
-``l_cor = ceil(2 / epsilon log(B / delta))``, ``q = max((l + l_cor) / n, 1/2) < 1``
-(:func:`paper_correction`).
+A new scaling is one more subclass registered in :data:`SCALINGS`.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from abc import ABC, abstractmethod
 
 __all__ = [
+    "SCALINGS",
+    "AgentScaling",
+    "PaperScaling",
+    "TightScaling",
     "agent_failure_probability",
-    "largest_releasable_rank",
-    "paper_correction",
-    "tight_correction",
-    "tight_level",
 ]
 
 #: Relative safety margin on the floating-point comparisons of the proofs' conditions.
@@ -53,97 +44,139 @@ def agent_failure_probability(gamma: float, alpha: float, n_agents: int) -> floa
     """``delta = 1 - (1 - gamma alpha)^(1/m)``, rounded down (never above the exact value).
 
     Computed as ``-expm1(log1p(-gamma alpha) / m)`` and lowered by a relative 1e-12, so
-    that ``(1 - delta)^m >= 1 - gamma alpha`` holds despite rounding. That holds while
-    every intermediate is a normal float; below the smallest normal float (a vanishing
-    ``gamma alpha``) subnormal rounding is coarser than the margin, and the result is
-    0.0: no failure probability is allowed, so no agent can release (callers check).
+    that ``(1 - delta)^m >= 1 - gamma alpha`` holds despite rounding while every
+    intermediate is a normal float; below the smallest normal float (a vanishing
+    ``gamma alpha``) the result is 0.0: no agent can release (callers check).
     """
     delta = -math.expm1(math.log1p(-gamma * alpha) / n_agents)
     return delta * (1.0 - _MARGIN) if delta >= sys.float_info.min else 0.0
 
 
-def tight_level(local_rank: int, correction: int, n_samples: int) -> float:
-    """``q = (l + c) / n``, the level a tight-scaling agent releases at."""
-    return (local_rank + correction) / n_samples
+class AgentScaling(ABC):
+    """The exponential-mechanism scaling of FedCP2-QQ agents and its rank correction."""
+
+    #: The ``scaling`` value that selects this strategy.
+    name: str
+
+    #: The levels :meth:`valid_level` accepts, for error messages.
+    levels: str
+
+    @abstractmethod
+    def correction(
+        self, rank: int, n_samples: int, epsilon: float, n_bins: int, delta: float
+    ) -> int | None:
+        """Smallest ``c >= 0`` with ``P(message >= l-th smallest score) >= 1 - delta``.
+
+        None when no ``c`` keeps the agent within its ``n`` scores: it then sends the
+        top of the range without reading its data.
+        """
+
+    @abstractmethod
+    def level(self, rank: int, correction: int, n_samples: int) -> float:
+        """The level ``q`` the agent releases at, aiming at rank ``l + c``."""
+
+    @abstractmethod
+    def largest_rank(self, n_samples: int, epsilon: float, n_bins: int, delta: float) -> int:
+        """Largest ``l`` whose :meth:`correction` exists (0 if none); every smaller one has one."""
+
+    @abstractmethod
+    def slopes(self, q: float, epsilon: float) -> tuple[float, float]:
+        """Growth of the exponent per score below and per score above an edge."""
+
+    @abstractmethod
+    def valid_level(self, q: float) -> bool:
+        """Whether ``q`` is a level this scaling's mechanism is epsilon-DP at."""
 
 
-def _tight_condition(local_rank: int, correction: int, n_samples: int, epsilon, log_term):
-    q = tight_level(local_rank, correction, n_samples)
-    return epsilon * q * (correction + 1) >= log_term * (1.0 + _MARGIN)
+class TightScaling(AgentScaling):
+    """Exponent ``-epsilon max((1 - q) b_e, q a_e)``; ``P(fail) <= (B - 1) e^{-eps q (c + 1)}``."""
+
+    name = "tight"
+    levels = "(0, 1]"
+
+    @staticmethod
+    def _reaches(rank, correction, n_samples, epsilon, log_term) -> bool:
+        q = (rank + correction) / n_samples
+        return epsilon * q * (correction + 1) >= log_term * (1.0 + _MARGIN)
+
+    def correction(self, rank, n_samples, epsilon, n_bins, delta):
+        """The smallest ``c`` with ``epsilon q (c + 1) >= log((B - 1) / delta)``.
+
+        The condition is monotone in ``c``; the start is the root of the quadratic
+        ``(l + c)(c + 1) = n log((B - 1)/delta) / epsilon``, adjusted by single steps.
+        """
+        log_term = math.log((n_bins - 1) / delta)
+        room = n_samples - rank
+        if room < 0 or not self._reaches(rank, room, n_samples, epsilon, log_term):
+            return None
+        discriminant = (rank - 1) ** 2 + 4.0 * n_samples * log_term / epsilon
+        root = 0.5 * (-(rank + 1) + math.sqrt(discriminant))
+        c = min(max(math.ceil(root), 0), room)
+        while c > 0 and self._reaches(rank, c - 1, n_samples, epsilon, log_term):
+            c -= 1
+        while not self._reaches(rank, c, n_samples, epsilon, log_term):
+            c += 1
+        return c
+
+    def level(self, rank, correction, n_samples):
+        """``q = (l + c) / n`` (``q = 1`` allowed: the exponent ``epsilon a_e`` is epsilon-DP)."""
+        return (rank + correction) / n_samples
+
+    def largest_rank(self, n_samples, epsilon, n_bins, delta):
+        """Largest ``l`` with ``epsilon (n - l + 1) >= log((B - 1)/delta)`` (``c = n - l``)."""
+        log_term = math.log((n_bins - 1) / delta)
+        estimate = n_samples + 1 - log_term * (1.0 + _MARGIN) / epsilon  # -inf: none
+        rank = math.floor(min(max(estimate, 0.0), n_samples))
+        while rank > 0 and not self._reaches(rank, n_samples - rank, n_samples, epsilon, log_term):
+            rank -= 1
+        while rank < n_samples and self._reaches(
+            rank + 1, n_samples - rank - 1, n_samples, epsilon, log_term
+        ):
+            rank += 1
+        return rank
+
+    def slopes(self, q, epsilon):
+        """``(epsilon (1 - q), epsilon q)``."""
+        return epsilon * (1.0 - q), epsilon * q
+
+    def valid_level(self, q):
+        """``0 < q <= 1``."""
+        return 0.0 < q <= 1.0
 
 
-def tight_correction(
-    local_rank: int, n_samples: int, epsilon: float, n_bins: int, delta: float
-) -> int | None:
-    """Smallest ``c >= 0`` with ``epsilon q (c + 1) >= log((B - 1) / delta)``, ``q = (l+c)/n``.
+class PaperScaling(AgentScaling):
+    """Humbert et al. (2023), Algorithm 2 (``exp(-epsilon w / (2 Delta_q))``) and Eq. (10)."""
 
-    See the module docstring for the proof. The condition is monotone in ``c``; its
-    root comes from the quadratic ``(l + c)(c + 1) = n log((B - 1)/delta) / epsilon``.
+    name = "paper"
+    levels = "[0.5, 1)"
 
-    Parameters
-    ----------
-    local_rank : int
-        ``l``, the rank the non-private estimator would use.
-    n_samples : int
-        ``n``, the agent's number of scores.
-    epsilon : float
-        The agent's privacy budget.
-    n_bins : int
-        ``B >= 2``.
-    delta : float
-        Failure probability allowed to the agent.
+    def correction(self, rank, n_samples, epsilon, n_bins, delta):
+        """``ceil(2/epsilon log(B / delta))``, if ``l + c <= n - 1`` (the level stays below 1)."""
+        correction = 2.0 / epsilon * math.log(n_bins / delta)
+        if correction >= _UNREACHABLE_CORRECTION or rank + math.ceil(correction) > n_samples - 1:
+            return None
+        return math.ceil(correction)
 
-    Returns
-    -------
-    int or None
-        ``c``, or None when even ``c = n - l`` (``q = 1``) is not enough: the agent then
-        sends the top of the range without reading its data.
-    """
-    log_term = math.log((n_bins - 1) / delta)
-    room = n_samples - local_rank
-    if room < 0 or not _tight_condition(local_rank, room, n_samples, epsilon, log_term):
-        return None
-    root = 0.5 * (
-        -(local_rank + 1) + math.sqrt((local_rank - 1) ** 2 + 4.0 * n_samples * log_term / epsilon)
-    )
-    c = min(max(math.ceil(root), 0), room)
-    while c > 0 and _tight_condition(local_rank, c - 1, n_samples, epsilon, log_term):
-        c -= 1
-    while not _tight_condition(local_rank, c, n_samples, epsilon, log_term):
-        c += 1
-    return c
+    def level(self, rank, correction, n_samples):
+        """``q = max((l + c) / n, 1/2)``."""
+        return max((rank + correction) / n_samples, 0.5)
+
+    def largest_rank(self, n_samples, epsilon, n_bins, delta):
+        """``n - 1 - c`` (0 if negative or no correction exists)."""
+        correction = 2.0 / epsilon * math.log(n_bins / delta)
+        if correction >= _UNREACHABLE_CORRECTION:
+            return 0
+        return max(n_samples - 1 - math.ceil(correction), 0)
+
+    def slopes(self, q, epsilon):
+        """``epsilon / (2 Delta_q q)`` and ``epsilon / (2 Delta_q (1 - q))``."""
+        sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
+        return epsilon / (2 * sensitivity * q), epsilon / (2 * sensitivity * (1 - q))
+
+    def valid_level(self, q):
+        """``1/2 <= q < 1`` (its sensitivity needs ``q < 1``)."""
+        return 0.5 <= q < 1.0
 
 
-def paper_correction(epsilon: float, n_bins: int, delta: float) -> int | None:
-    """``l_cor = ceil(2/epsilon log(B / delta))``, Eq. (10) of Humbert et al. (2023).
-
-    None when it exceeds ``2^53`` (every agent's size), e.g. for a vanishing epsilon.
-    """
-    correction = 2.0 / epsilon * math.log(n_bins / delta)
-    return math.ceil(correction) if correction < _UNREACHABLE_CORRECTION else None
-
-
-def largest_releasable_rank(
-    n_samples: int, epsilon: float, n_bins: int, delta: float, scaling: str
-) -> int:
-    """Largest ``l`` whose corrected rank stays within the agent's data (0 if none).
-
-    Tight: ``c(l)`` exists, i.e. ``epsilon (n - l + 1) >= log((B - 1)/delta)`` (the
-    condition at ``q = 1``). Paper: ``l + l_cor <= n - 1`` (the level must stay below 1).
-    """
-    if scaling == "paper":
-        correction = paper_correction(epsilon, n_bins, delta)
-        return 0 if correction is None else max(n_samples - 1 - correction, 0)
-    # Releasable iff c = n - l (q = 1 exactly) satisfies the condition:
-    # epsilon (n - l + 1) >= log((B - 1)/delta) (1 + margin), and that set of l is
-    # {1..l_max} (a releasable l - 1 needs at most one more correction step).
-    log_term = math.log((n_bins - 1) / delta)
-    estimate = n_samples + 1 - log_term * (1.0 + _MARGIN) / epsilon  # -inf: none
-    rank = math.floor(min(max(estimate, 0.0), n_samples))
-    while rank > 0 and not _tight_condition(rank, n_samples - rank, n_samples, epsilon, log_term):
-        rank -= 1
-    while rank < n_samples and _tight_condition(
-        rank + 1, n_samples - rank - 1, n_samples, epsilon, log_term
-    ):
-        rank += 1
-    return rank
+#: The agents' scalings by name, the default first.
+SCALINGS: dict[str, AgentScaling] = {s.name: s for s in (TightScaling(), PaperScaling())}

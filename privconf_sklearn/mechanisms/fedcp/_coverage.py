@@ -1,46 +1,28 @@
-"""The coverage table of the quantile-of-quantiles estimator: exact values and fast search.
+"""The coverage table of the quantile-of-quantiles estimator: certified and fast values.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 3.2: when each of ``m`` agents
-sends the ``l``-th smallest of its ``n`` scores and the server keeps the ``k``-th
-smallest message, a fresh score is covered with probability at least (equal to, for
-continuous scores)
+Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 3.2 and Appendix A.1: when
+agent ``j`` sends the ``l_j``-th smallest of its ``n_j`` scores (``+inf``, the top of
+the range, when ``l_j > n_j``) and the server keeps the ``k``-th smallest message, a
+fresh score is covered with probability at least (exactly, for continuous scores)
 
-``M(l, k) = integral_0^1 h(t) dt``,  ``h(t) = P(Bin(m, G_l(t)) < k)``,
-``G_l(t) = P(Bin(n, t) >= l)``
+``M_k = integral_0^1 P(sum_j Bernoulli(G_j(t)) < k) dt``,
+``G_j(t) = P(Bin(n_j, t) >= l_j)``,
 
-(the proof in their Appendix C.1, before the multinomial sums of Eq. (5)). With unequal
-sizes (their Appendix A.1) agent ``j`` has its own ``G_j`` and ``h`` is the
-Poisson-binomial ``P(sum_j Bernoulli(G_j(t)) < k)``. ``h`` is a polynomial of degree
-``D = sum_j n_j`` and, being the survival function of the ``k``-th smallest message
-(a log-concave density for every ``k``), decreases from 1 to 0.
+a polynomial integrand of degree ``D = sum_j n_j``. The user guide's FedCP-QQ page
+derives it and explains the evaluations:
 
-Three evaluations, from exact to fast:
+- exact rationals for ``D <= EXACT_MAX_DEGREE`` (:func:`exact_coverage_column`);
+- exact Gauss-Legendre quadrature (``D // 2 + 1`` nodes, only those in the window where
+  the integrand is not within ``TAIL`` of 0 or 1): :func:`qq_coverage` (equal sizes),
+  :func:`unequal_coverage_column`; certificates allow :data:`ROUNDING_ALLOWANCE` for
+  the rounding of the special functions (:class:`Certified`);
+- fast values for searching, with 48-node rules: :func:`approximate_coverage` (equal
+  sizes) and :class:`FastColumns`. Every decision a fast value within
+  :data:`DECISION_MARGIN` could get wrong is taken on certified values.
 
-- **Exact rationals** (:func:`exact_coverage_column`, ``D <= EXACT_MAX_DEGREE``):
-  ``h`` in the Bernstein basis, products as integer convolutions (Kronecker
-  substitution into Python integers) and
-  ``integral t^r (1 - t)^(D - r) dt = r! (D - r)! / (D + 1)!``. Ties, e.g.
-  ``M(3, 3) = 1/2`` at ``m = n = 5``, are then decided exactly.
-- **Exact quadrature** (:func:`qq_coverage`, :func:`unequal_coverage_column`):
-  Gauss-Legendre with ``D // 2 + 1`` nodes integrates a degree-``D`` polynomial
-  exactly. Outside a window ``[a, b]`` the integrand is within ``TAIL`` of 1 (left)
-  or 0 (right); only the nodes inside are evaluated (:func:`gauss_legendre_window`).
-  The nodes left of the window are not summed: the integral is taken of ``h - H``,
-  where ``H(t) = P(Bin(D, t) < r)`` (same degree, transition inside the window) has
-  the known integral ``r / (D + 1)`` and is also within ``TAIL`` of 1 left of the
-  window and of 0 right of it. Memory and time grow with the window's nodes (about
-  ``m sqrt(n)``), not with ``D``. Values carry the rounding of double-precision
-  incomplete beta functions (below 1e-13); certificates subtract
-  :data:`ROUNDING_ALLOWANCE` from them.
-- **Fast approximation** (:func:`approximate_coverage`): a 48-node Gauss-Legendre rule
-  on the window, accurate to about 1e-15 in every case checked against the exact
-  quadrature (the tests), used only to *search*; every decision that a value within
-  :data:`DECISION_MARGIN` of the level or of another candidate could change is taken
-  on certified values.
-
-All probabilities are regularised incomplete beta functions evaluated on the side that
-keeps full precision (``1 - G`` from ``1 - t``), so no tail is a difference of numbers
-close to 1 (the authors' code does that and returns NaN).
+Probabilities are regularised incomplete beta functions evaluated on the side that
+keeps full precision (``1 - G`` from ``1 - t``). Unequal-size evaluations count their
+work on a :class:`WorkBudget`.
 """
 
 from __future__ import annotations
@@ -59,12 +41,11 @@ __all__ = [
     "DECISION_MARGIN",
     "EXACT_MAX_DEGREE",
     "ROUNDING_ALLOWANCE",
-    "TAIL",
-    "TIE_TOLERANCE",
     "Certified",
-    "UnequalColumns",
+    "FastColumns",
+    "OverBudget",
+    "WorkBudget",
     "approximate_coverage",
-    "approximate_unequal_column",
     "certify_column",
     "certify_equal",
     "exact_coverage_column",
@@ -72,8 +53,7 @@ __all__ = [
     "unequal_coverage_column",
 ]
 
-#: Integrand mass ignored on each side of an evaluation window: the integrand is within
-#: TAIL of 1 left of it and of 0 right of it, so the ignored error is at most 2 TAIL.
+#: Integrand mass ignored on each side of an evaluation window (at most 2 TAIL in all).
 TAIL = 1e-18
 
 #: Largest degree ``D = sum_j n_j`` evaluated in exact rational arithmetic.
@@ -84,8 +64,7 @@ EXACT_MAX_DEGREE = 400
 #: the ignored tails (2e-18).
 ROUNDING_ALLOWANCE = 1e-12
 
-#: Certified coverages closer than this are ties, going to the smaller local rank
-#: (then the smaller server rank). Exact rational values tie only when equal.
+#: Certified coverages closer than this are ties (exact rational values only if equal).
 TIE_TOLERANCE = 1e-12
 
 #: A fast value this close to the level, or to the best candidate, is re-decided on
@@ -97,11 +76,54 @@ APPROXIMATE_NODES = 48
 
 _LEGENDRE_X, _LEGENDRE_W = roots_legendre(APPROXIMATE_NODES)
 
+#: Nodes of the fast rule on each panel of :class:`FastColumns` (24 are as accurate as
+#: 48 there, about 3e-15, at half the cost).
+PANEL_NODES = 24
+
+_PANEL_X, _PANEL_W = roots_legendre(PANEL_NODES)
+
 #: Groups of at most this many agents enter the Poisson binomial one agent at a time.
 _BERNOULLI_STEPS = 8
 
 #: Nodes evaluated at once (bounds the memory of an integrand with many columns).
 _BLOCK = 4096
+
+#: Work charged, in the cells of :class:`WorkBudget`, per Poisson-binomial step besides
+#: its cells (the call itself), and per node of a new ``G_j`` (two incomplete beta
+#: functions, about a hundred cells' time).
+CALL_CELLS, G_CELLS = 2000, 100
+
+
+class OverBudget(Exception):
+    """An unequal-size evaluation would exceed its :class:`WorkBudget`."""
+
+
+class WorkBudget:
+    """A deterministic bound on the work of unequal-size evaluations.
+
+    Work is counted in cells: one node times one entry of the Poisson-binomial
+    distribution updated. :meth:`spend` raises :class:`OverBudget` before an evaluation
+    that would exceed the budget, so the bound does not depend on the machine.
+    """
+
+    def __init__(self, cells: float):
+        self.left = float(cells)
+        #: Whether an evaluation was refused.
+        self.exhausted = False
+
+    def spend(self, cells: float) -> None:
+        """Take ``cells`` from the budget, or raise :class:`OverBudget` (taking nothing)."""
+        if cells > self.left:
+            self.exhausted = True
+            raise OverBudget
+        self.left -= cells
+
+
+def _cells(counts, width: int) -> int:
+    """Cells per node to add groups of ``counts`` agents to ``width`` distribution entries."""
+    return sum(
+        width * (count if count <= _BERNOULLI_STEPS else min(count + 1, width)) for count in counts
+    )
 
 
 # ------------------------------------------------------------------ exact rationals
@@ -132,20 +154,17 @@ def _group_distribution(size: int, rank: int, count: int, slot: int) -> list[int
 def exact_coverage_column(
     agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]
 ) -> tuple[Fraction, ...]:
-    """``M_k`` for ``k = 1..m`` in exact rational arithmetic (small tables only).
+    """``M_k`` for ``k = 1..m`` in exact rational arithmetic (``sum n_j <= 400``).
 
-    Agent ``j`` sends its ``l_j``-th smallest of ``n_j`` scores (``+inf`` when
-    ``l_j > n_j``). In the basis ``t^r (1 - t)^(d - r)`` the polynomials
-    ``G_j = sum_{i >= l_j} C(n_j, i) t^i (1 - t)^(n_j - i)`` and ``1 - G_j`` have
-    non-negative integer coefficients and multiply by convolution, done as products of
-    integers (Kronecker substitution). Agents with equal ``(n_j, l_j)`` form a binomial
-    group, groups are combined by convolution over the count ``S`` of messages below the
-    test score, and ``integral t^r (1 - t)^(D - r) dt = r! (D - r)! / (D + 1)!``.
+    In the basis ``t^r (1 - t)^(d - r)``, ``G_j`` and ``1 - G_j`` have non-negative
+    integer coefficients and multiply by convolution, done as products of integers
+    (Kronecker substitution); agents with equal ``(n_j, l_j)`` form one binomial group,
+    and ``integral t^r (1 - t)^(D - r) dt = r! (D - r)! / (D + 1)!``.
 
     Parameters
     ----------
     agent_sizes, local_ranks : tuple of int
-        ``n_j >= 1`` and ``l_j >= 1``, with ``sum_j n_j <= EXACT_MAX_DEGREE``.
+        ``n_j >= 1`` and ``l_j >= 1`` (``l_j > n_j``: the message is ``+inf``).
 
     Returns
     -------
@@ -181,45 +200,7 @@ def exact_coverage_column(
     return tuple(column)
 
 
-# ------------------------------------------------------------ exact quadrature
-def _integral_with_reference(degree: int, t_low: float, t_high: float, integrand) -> np.ndarray:
-    """``integral_0^1 h`` for a polynomial ``h`` of degree <= ``degree``, exactly.
-
-    ``h`` must lie within ``TAIL`` of 1 on ``[0, t_low]`` and of 0 on ``[t_high, 1]``
-    (for every column it returns). Gauss-Legendre with ``degree // 2 + 1`` nodes
-    integrates ``h - H`` exactly, ``H(t) = P(Bin(degree, t) < r)`` with
-    ``integral H = r / (degree + 1)``; ``H`` is within ``TAIL`` of 1 / 0 outside its own
-    window, so only the nodes in the union of the windows are evaluated.
-
-    Parameters
-    ----------
-    degree : int
-        Degree bound ``D``.
-    t_low, t_high : float
-        The integrand's window.
-    integrand : callable
-        ``integrand(t, one_minus_t)`` returning ``h`` at the nodes, shape ``(nodes,)``
-        or ``(nodes, columns)``.
-
-    Returns
-    -------
-    ndarray
-        The integral of each column.
-    """
-    middle = 0.5 * (t_low + t_high)
-    r = min(max(round(degree * middle), 1), degree)
-    reference_low = float(betaincinv(r, degree - r + 1, TAIL))
-    reference_high = 1.0 - float(betaincinv(degree - r + 1, r, TAIL))
-    total = np.float64(r / (degree + 1))
-    for t, one_minus_t, weights in node_blocks(
-        degree // 2 + 1, min(t_low, reference_low), max(t_high, reference_high), _BLOCK
-    ):
-        reference = betainc(degree - r + 1, r, one_minus_t)  # P(Bin(D, t) < r)
-        values = np.asarray(integrand(t, one_minus_t), dtype=np.float64)
-        total = total + weights @ (values - (reference[:, None] if values.ndim == 2 else reference))
-    return np.asarray(total)
-
-
+# ------------------------------------------------------------------ equal sizes
 @lru_cache(maxsize=64)
 def _server_window(m: int) -> tuple[np.ndarray, np.ndarray]:
     """For ``k = 1..m``: ``P(Bin(m, G) >= k) < TAIL`` below ``g_low``, ``< k`` above ``g_high``.
@@ -234,56 +215,45 @@ def _server_window(m: int) -> tuple[np.ndarray, np.ndarray]:
     return g_low, one_minus_g_high
 
 
-def _equal_window(l_arr, k_arr, m, n):
-    """``t_low`` and ``1 - t_high`` of ``h`` for equal sizes (see module docstring)."""
-    g_low_all, one_minus_g_high_all = _server_window(m)
-    g_low = g_low_all[k_arr - 1]
-    one_minus_g_high = one_minus_g_high_all[k_arr - 1]
-    # G_l(t) = I_t(l, n - l + 1) and 1 - G_l(t) = I_{1-t}(n - l + 1, l), both increasing.
-    t_low = betaincinv(l_arr, n - l_arr + 1, g_low)
-    one_minus_t_high = betaincinv(n - l_arr + 1, l_arr, one_minus_g_high)
-    return t_low, one_minus_t_high
-
-
-def _check_equal_ranks(local_rank, server_rank, m: int, n: int):
+def _equal_window(local_rank, server_rank, m: int, n: int):
+    """Broadcast ranks (checked), ``t_low``, ``1 - t_high`` and the result's shape."""
     l_arr, k_arr = np.broadcast_arrays(np.asarray(local_rank), np.asarray(server_rank))
     shape = l_arr.shape
-    l_arr = l_arr.ravel().astype(np.int64)
-    k_arr = k_arr.ravel().astype(np.int64)
+    l_arr, k_arr = l_arr.ravel().astype(np.int64), k_arr.ravel().astype(np.int64)
     if l_arr.size and (l_arr.min() < 1 or l_arr.max() > n):
         raise ValueError(f"local ranks must lie in 1..{n}; got {np.unique(l_arr).tolist()[:10]}.")
     if k_arr.size and (k_arr.min() < 1 or k_arr.max() > m):
         raise ValueError(f"server ranks must lie in 1..{m}; got {np.unique(k_arr).tolist()[:10]}.")
-    return l_arr, k_arr, shape
+    g_low, one_minus_g_high = (side[k_arr - 1] for side in _server_window(m))
+    # G_l(t) = I_t(l, n - l + 1) and 1 - G_l(t) = I_{1-t}(n - l + 1, l), both increasing.
+    t_low = betaincinv(l_arr, n - l_arr + 1, g_low)
+    one_minus_t_high = betaincinv(n - l_arr + 1, l_arr, one_minus_g_high)
+    return l_arr, k_arr, t_low, one_minus_t_high, shape
 
 
 def qq_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.ndarray:
-    """``M(l, k)`` of Theorem 3.2 by exact quadrature, for arrays of pairs ``(l, k)``.
+    """``M(l, k)`` of Theorem 3.2 (equal sizes) by exact quadrature, for arrays of pairs.
+
+    Gauss-Legendre with ``m n // 2 + 1`` nodes integrates ``h - H`` exactly, with the
+    reference ``H(t) = P(Bin(m n, t) < r)`` (known integral ``r / (m n + 1)``, its
+    transition inside the window): only the nodes of the window are evaluated.
 
     Parameters
     ----------
-    local_rank : int or array-like of int
-        ``l`` in ``1..n``: the rank of the score each agent sends.
-    server_rank : int or array-like of int
-        ``k`` in ``1..m``: the rank of the message the server keeps (broadcast against
-        ``local_rank``).
-    n_agents : int
-        ``m >= 1``.
-    n_per_agent : int
-        ``n >= 1``, each agent's number of scores.
+    local_rank, server_rank : int or array-like of int
+        ``l`` in ``1..n`` and ``k`` in ``1..m`` (broadcast together).
+    n_agents, n_per_agent : int
+        ``m`` and ``n``.
 
     Returns
     -------
     ndarray of float
-        ``M(l, k)`` up to the rounding of double-precision incomplete beta functions
-        (below 1e-13; the quadrature itself is exact).
+        ``M(l, k)``, up to the rounding of the incomplete beta functions (below 1e-13).
     """
     m, n = int(n_agents), int(n_per_agent)
-    l_arr, k_arr, shape = _check_equal_ranks(local_rank, server_rank, m, n)
-    t_low, one_minus_t_high = _equal_window(l_arr, k_arr, m, n)
+    l_arr, k_arr, t_low, one_minus_t_high, shape = _equal_window(local_rank, server_rank, m, n)
     t_high = 1.0 - one_minus_t_high
     degree = m * n
-    # Reference H(t) = P(Bin(D, t) < r) per pair, its transition at the window's middle.
     r = np.clip(np.round(degree * 0.5 * (t_low + t_high)), 1, degree).astype(np.int64)
     low = np.minimum(t_low, betaincinv(r, degree - r + 1, TAIL))
     high = np.maximum(t_high, 1.0 - betaincinv(degree - r + 1, r, TAIL))
@@ -294,15 +264,13 @@ def qq_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.
     first = 0
     while first < l_arr.size:
         # Pairs whose windows hold at most _BLOCK nodes in all (at least one pair).
-        total = np.cumsum(lengths[first:])
-        last = first + max(int(np.searchsorted(total, _BLOCK, side="right")), 1)
+        last = first + max(int(np.searchsorted(np.cumsum(lengths[first:]), _BLOCK, "right")), 1)
         pairs = np.arange(first, last)
         count = lengths[pairs]
         owner = np.repeat(pairs, count)
-        offsets = np.cumsum(count) - count
-        index = np.arange(int(count.sum())) - np.repeat(offsets, count) + starts[owner]
+        index = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
         if index.size:
-            _, one_minus_t, weights = nodes(n_nodes, index)
+            _, one_minus_t, weights = nodes(n_nodes, index + starts[owner])
             ranks, ks, rs = l_arr[owner], k_arr[owner], r[owner]
             one_minus_g = betainc(n - ranks + 1, ranks, one_minus_t)
             values = betainc(m - ks + 1, ks, one_minus_g)  # P(Bin(m, G) < k)
@@ -315,14 +283,9 @@ def qq_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.
 
 
 def approximate_coverage(local_rank, server_rank, n_agents: int, n_per_agent: int) -> np.ndarray:
-    """Fast ``M(l, k)`` (equal sizes) for searching: a 48-node rule on each window.
-
-    Same arguments and result as :func:`qq_coverage`; accurate to about 1e-14 but not
-    certified. Vectorised over the pairs.
-    """
+    """Fast ``M(l, k)`` (equal sizes, not certified): a 48-node rule on each window."""
     m, n = int(n_agents), int(n_per_agent)
-    l_arr, k_arr, shape = _check_equal_ranks(local_rank, server_rank, m, n)
-    t_low, one_minus_t_high = _equal_window(l_arr, k_arr, m, n)
+    l_arr, k_arr, t_low, one_minus_t_high, shape = _equal_window(local_rank, server_rank, m, n)
     width = (1.0 - one_minus_t_high) - t_low
     offset = 0.5 * width[:, None] * (_LEGENDRE_X[None, :] + 1.0)
     one_minus_t = (1.0 - t_low)[:, None] - offset
@@ -338,17 +301,6 @@ def _binomial_pmf(count: int, g: np.ndarray, one_minus_g: np.ndarray) -> np.ndar
     s = np.arange(count + 1)
     log_choose = gammaln(count + 1) - gammaln(s + 1) - gammaln(count - s + 1)
     return np.exp(log_choose + xlogy(s, g[:, None]) + xlogy(count - s, one_minus_g[:, None]))
-
-
-def _finite_groups(agent_sizes, local_ranks):
-    """Distinct ``(n_j, l_j)`` of the finite messages, their counts and the total."""
-    sizes = np.asarray(agent_sizes, dtype=np.int64)
-    ranks = np.asarray(local_ranks, dtype=np.int64)
-    finite = ranks <= sizes
-    groups, counts = np.unique(
-        np.stack([sizes[finite], ranks[finite]], axis=1), axis=0, return_counts=True
-    )
-    return groups[:, 0], groups[:, 1], counts, int(finite.sum())
 
 
 def _add_group(distribution, count: int, g: np.ndarray, one_minus_g: np.ndarray):
@@ -376,170 +328,235 @@ def _add_group(distribution, count: int, g: np.ndarray, one_minus_g: np.ndarray)
     return combined
 
 
-def _poisson_binomial_below(t, one_minus_t, group_n, group_l, counts, n_finite):
-    """``P(S < k)`` for ``k = 1..n_finite`` at each node, ``S = sum_j Bernoulli(G_j)``."""
-    distribution = None
-    for position in np.argsort(-counts, kind="stable"):
-        size, rank, count = int(group_n[position]), int(group_l[position]), int(counts[position])
-        one_minus_g = betainc(size - rank + 1, rank, one_minus_t)
-        g = betainc(rank, size - rank + 1, t)
-        distribution = _add_group(distribution, count, g, one_minus_g)
-    if distribution is None:
-        raise ValueError("the Poisson-binomial sum needs at least one group of agents.")
-    return np.cumsum(distribution, axis=1)[:, :n_finite]
+def _finite_groups(agent_sizes, local_ranks) -> dict[tuple[int, int], int]:
+    """``{(n_j, l_j): count}`` of the finite messages, in agent order."""
+    groups: dict[tuple[int, int], int] = {}
+    for size, rank in zip(agent_sizes, local_ranks, strict=True):
+        if rank <= size:
+            groups[(int(size), int(rank))] = groups.get((int(size), int(rank)), 0) + 1
+    return groups
 
 
-def _unequal_window(group_n, group_l, n_finite):
-    """``[t_low, t_high]``: outside, ``sum_j G_j < TAIL`` (left) / ``sum_j (1 - G_j) < TAIL``."""
-    t_low = float(betaincinv(group_l, group_n - group_l + 1, TAIL / n_finite).min())
-    one_minus_t_high = float(betaincinv(group_n - group_l + 1, group_l, TAIL / n_finite).min())
-    return t_low, 1.0 - one_minus_t_high
+@dataclass(frozen=True)
+class _Quadrature:
+    """The exact quadrature of an unequal-size column: groups, degree, window, reference."""
+
+    groups: tuple[tuple[int, int, int], ...]  # (n_j, l_j, count), largest count first
+    degree: int
+    reference_rank: int
+    low: float
+    high: float
+
+    @property
+    def n_finite(self) -> int:
+        return sum(count for _, _, count in self.groups)
+
+    def cells(self) -> float:
+        """Work of the integration (see :class:`WorkBudget`)."""
+        n_nodes = self.degree // 2 + 1
+        starts, stops = node_ranges(n_nodes, self.low, self.high)
+        counts = [count for _, _, count in self.groups]
+        per_node = _cells(counts, self.n_finite + 1) + G_CELLS * len(counts)
+        return float(stops[0] - starts[0]) * per_node
+
+
+@lru_cache(maxsize=256)
+def _quadrature(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]) -> _Quadrature | None:
+    found = _finite_groups(agent_sizes, local_ranks)
+    if not found:
+        return None
+    groups = tuple((*key, found[key]) for key in sorted(found, key=lambda key: (-found[key], key)))
+    group_n, group_l, counts = np.array(groups, dtype=np.int64).T
+    tail = TAIL / int(counts.sum())
+    t_low = float(betaincinv(group_l, group_n - group_l + 1, tail).min())
+    t_high = 1.0 - float(betaincinv(group_n - group_l + 1, group_l, tail).min())
+    degree = int(np.sum(group_n * counts))
+    middle = 0.5 * (t_low + t_high)
+    r = min(max(round(degree * middle), 1), degree)
+    low = min(t_low, float(betaincinv(r, degree - r + 1, TAIL)))
+    high = max(t_high, 1.0 - float(betaincinv(degree - r + 1, r, TAIL)))
+    return _Quadrature(groups, degree, r, low, high)
 
 
 @lru_cache(maxsize=256)
 def unequal_coverage_column(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]):
-    """Coverage of the quantile of quantiles for every server rank, any local sizes.
+    """``M_k`` for ``k = 1..m``, any local sizes, by exact quadrature (Appendix A.1).
 
-    Appendix A.1 of Humbert et al. (2023): agent ``j`` sends its ``l_j``-th smallest
-    of ``n_j`` scores (``+inf``, i.e. the top of the range, when ``l_j > n_j``), the
-    server keeps the ``k``-th smallest message. Following the proof of Theorem 3.2 with
-    independent, non-identical messages,
-    ``M_k = integral_0^1 P(sum_j Bernoulli(G_j(t)) < k) dt`` with
-    ``G_j(t) = P(Bin(n_j, t) >= l_j)``, a polynomial of degree ``sum n_j`` integrated
-    exactly (module docstring). Agents with equal ``(n_j, l_j)`` are grouped into one
+    As :func:`qq_coverage`, with the reference ``H(t) = P(Bin(D, t) < r)`` centred in
+    the union of the agents' windows; agents with equal ``(n_j, l_j)`` form one
     binomial.
 
     Parameters
     ----------
-    agent_sizes : tuple of int
-        ``n_j >= 1``.
-    local_ranks : tuple of int
-        ``l_j >= 1``.
+    agent_sizes, local_ranks : tuple of int
+        ``n_j >= 1`` and ``l_j >= 1`` (``l_j > n_j``: the message is ``+inf``).
 
     Returns
     -------
     ndarray of shape (m,)
-        ``M_k`` for ``k = 1..m`` (read-only); ``M_k = 1`` when fewer than ``k`` agents
-        can send a finite message.
+        ``M_k`` (read-only); ``1`` when fewer than ``k`` messages are finite.
     """
-    m = len(agent_sizes)
-    group_n, group_l, counts, n_finite = _finite_groups(agent_sizes, local_ranks)
-    column = np.ones(m)
-    if n_finite:
-        t_low, t_high = _unequal_window(group_n, group_l, n_finite)
-
-        def integrand(t, one_minus_t):
-            return _poisson_binomial_below(t, one_minus_t, group_n, group_l, counts, n_finite)
-
-        column[:n_finite] = _integral_with_reference(
-            int(np.sum(group_n * counts)), t_low, t_high, integrand
-        )
+    column = np.ones(len(agent_sizes))
+    plan = _quadrature(agent_sizes, local_ranks)
+    if plan is not None:
+        degree, r = plan.degree, plan.reference_rank
+        total = np.float64(r / (degree + 1))
+        for t, one_minus_t, weights in node_blocks(degree // 2 + 1, plan.low, plan.high, _BLOCK):
+            distribution: np.ndarray | None = None
+            for size, rank, count in plan.groups:
+                one_minus_g = betainc(size - rank + 1, rank, one_minus_t)
+                g = betainc(rank, size - rank + 1, t)
+                distribution = _add_group(distribution, count, g, one_minus_g)
+            values = np.cumsum(np.asarray(distribution), axis=1)[:, : plan.n_finite]  # P(S < k)
+            reference = betainc(degree - r + 1, r, one_minus_t)  # P(Bin(D, t) < r)
+            total = total + weights @ (values - reference[:, None])
+        column[: plan.n_finite] = total
     column.flags.writeable = False
     return column
 
 
-class UnequalColumns:
-    """Fast (not certified) unequal-size coverage columns, for searching over ranks.
+@lru_cache(maxsize=256)
+def _panel_nodes(width: float, first: int, last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gauss-Legendre rules on ``[p width, (p + 1) width] & [0, 1]``, ``p = first..last``."""
+    low = np.arange(first, last + 1) * width
+    high = np.minimum(np.arange(first + 1, last + 2) * width, 1.0)
+    half = (0.5 * np.maximum(high - low, 0.0))[:, None]
+    offset = half * (_PANEL_X + 1.0)
+    rule = (
+        (low[:, None] + offset).ravel(),
+        ((1.0 - low)[:, None] - offset).ravel(),
+        (half * _PANEL_W).ravel(),
+    )
+    for array in rule:
+        array.flags.writeable = False
+    return rule
 
-    Every column is integrated with a composite 48-node Gauss-Legendre rule on panels no
-    wider than eight standard deviations of the steepest agent's order statistic (a
-    power of two, aligned on its multiples), covering the column's own window, so that
-    ``G_j = P(Bin(n_j, t) >= l_j)`` can be cached per ``(n_j, l_j, panel)`` across the
-    columns of a search; each ``(n_j, l_j)`` keeps its values on one contiguous run of
-    panels, extended when a column needs more, and evaluated at once. Accurate to about
-    1e-14 against the exact quadrature (tests).
+
+class FastColumns:
+    """Fast (not certified) ``M_k`` for any ranks of agents of fixed sizes, for searching.
+
+    ``P(S < k)`` is integrated by a composite 24-node rule on panels no wider than
+    eight standard deviations of the steepest agent's order statistic (a power of two,
+    aligned on its multiples) covering ``[a_k, b_k]``: left of ``a_k`` fewer than ``k``
+    agents, and right of ``b_k`` more than ``n_finite - k`` agents, have ``G_j`` within
+    ``TAIL / m`` of 0, respectively of 1, so ``P(S < k)`` is within ``TAIL`` of 1,
+    respectively 0. On each panel only the agents whose own window meets it enter the
+    Poisson binomial; the agents whose window lies left of the panel count as one sure
+    message each (``G_j`` within ``TAIL / m`` of 1), the others as none. The
+    distribution is kept to its first ``k`` entries, and ``G_j`` is cached per
+    ``(n_j, l_j)`` across the calls of a search. Accurate to about 1e-14 against the
+    exact quadrature (tests).
 
     Parameters
     ----------
     agent_sizes : tuple of int
         ``n_j``.
+    budget : WorkBudget
+        Charged for every evaluation (:data:`CALL_CELLS` per Poisson-binomial step on
+        a panel, plus its cells).
     """
 
-    def __init__(self, agent_sizes: tuple[int, ...]):
+    def __init__(self, agent_sizes: tuple[int, ...], budget: WorkBudget):
         self.agent_sizes = tuple(int(s) for s in agent_sizes)
-        self._windows: dict[tuple[int, int], tuple[float, float]] = {}
-        # (width, n_j, l_j) -> (first panel, G, 1 - G) on a contiguous run of panels
+        self.budget = budget
+        self._windows: dict[tuple[int, int], tuple[float, float, float]] = {}
         self._values: dict[tuple[float, int, int], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._cache: dict[tuple[tuple[int, ...], int], float] = {}
 
-    def _window(self, size: int, rank: int) -> tuple[float, float]:
-        key = (size, rank)
-        if key not in self._windows:
+    def _window(self, size: int, rank: int) -> tuple[float, float, float]:
+        """``G``'s window ``(low, high)`` and the standard deviation of its transition."""
+        if (size, rank) not in self._windows:
             tail = TAIL / len(self.agent_sizes)
-            self._windows[key] = (
+            self._windows[(size, rank)] = (
                 float(betaincinv(rank, size - rank + 1, tail)),
                 1.0 - float(betaincinv(size - rank + 1, rank, tail)),
+                math.sqrt(rank * (size - rank + 1.0) / ((size + 1.0) ** 2 * (size + 2.0))),
             )
-        return self._windows[key]
+        return self._windows[(size, rank)]
 
-    def _g(self, width: float, size: int, rank: int, first: int, last: int):
-        """``G`` and ``1 - G`` at the nodes of panels ``first..last``."""
-        key = (width, size, rank)
-        if key in self._values:
-            start, g, one_minus_g = self._values[key]
-            stop = start + g.size // APPROXIMATE_NODES  # panels start..stop - 1 are known
-        else:
-            start, stop = first, first
-        if first < start or last >= stop:
-            start, stop = min(first, start), max(last + 1, stop)
-            t, one_minus_t, _ = _panel_nodes(width, start, stop - 1)
-            g = betainc(rank, size - rank + 1, t)
-            one_minus_g = betainc(size - rank + 1, rank, one_minus_t)
-            self._values[key] = (start, g, one_minus_g)
-        nodes = slice((first - start) * APPROXIMATE_NODES, (last - start + 1) * APPROXIMATE_NODES)
-        return g[nodes], one_minus_g[nodes]
-
-    def __call__(self, local_ranks) -> np.ndarray:
-        """``M_k`` for ``k = 1..m`` at these ranks (fast values)."""
-        m = len(self.agent_sizes)
-        groups: dict[tuple[int, int], int] = {}
-        for size, rank in zip(self.agent_sizes, local_ranks, strict=True):
-            if rank <= size:
-                groups[(size, int(rank))] = groups.get((size, int(rank)), 0) + 1
-        column = np.ones(m)
-        n_finite = sum(groups.values())
-        if not n_finite:
-            return column
-        windows = [self._window(size, rank) for size, rank in groups]
-        # Standard deviation of Beta(l, n - l + 1), the steepest G_j's transition width.
-        spread = min(
-            math.sqrt(rank * (size - rank + 1.0) / ((size + 1.0) ** 2 * (size + 2.0)))
-            for size, rank in groups
+    def _missing(self, key: tuple[float, int, int], first: int, last: int) -> int:
+        """Panels :meth:`_g` would evaluate to cover ``first..last`` (its run stays contiguous)."""
+        start, values, _ = self._values.get(key, (first, np.empty(0), None))
+        stop = start + values.size // PANEL_NODES
+        return (
+            (last - first + 1) if stop == start else max(start - first, 0) + max(last + 1 - stop, 0)
         )
-        width = 2.0 ** math.floor(math.log2(8.0 * spread))
-        first = math.floor(min(w[0] for w in windows) / width)
-        last = math.floor(max(w[1] for w in windows) / width)
+
+    def _g(self, key: tuple[float, int, int], first: int, last: int):
+        """``G`` and ``1 - G`` at the nodes of panels ``first..last``.
+
+        Each ``(n_j, l_j)`` keeps its values on one contiguous run of panels, extended
+        (only the new panels evaluated) when a call needs more.
+        """
+        width, size, rank = key
+        start, g, one_minus_g = self._values.get(key, (first, np.empty(0), np.empty(0)))
+        stop = start + g.size // PANEL_NODES
+        for low, high, before in ((first, start - 1, True), (stop, last, False)):
+            if low > high:
+                continue
+            t, one_minus_t, _ = _panel_nodes(width, low, high)
+            new = betainc(rank, size - rank + 1, t), betainc(size - rank + 1, rank, one_minus_t)
+            g = np.concatenate([new[0], g] if before else [g, new[0]])
+            one_minus_g = np.concatenate([new[1], one_minus_g] if before else [one_minus_g, new[1]])
+            start = min(start, low)
+        self._values[key] = (start, g, one_minus_g)
+        rows = slice((first - start) * PANEL_NODES, (last - start + 1) * PANEL_NODES)
+        return g[rows], one_minus_g[rows]
+
+    def __call__(self, local_ranks, k: int) -> float:
+        """``M_k`` at these ranks (``l_j > n_j``: ``+inf``)."""
+        key = (tuple(int(r) for r in local_ranks), int(k))
+        if key not in self._cache:
+            self._cache[key] = self._evaluate(*key)
+        return self._cache[key]
+
+    def _evaluate(self, local_ranks: tuple[int, ...], k: int) -> float:
+        groups = _finite_groups(self.agent_sizes, local_ranks)
+        if k > sum(groups.values()):
+            return 1.0
+        windows = sorted(self._window(*key) for key in groups for _ in range(groups[key]))
+        start, stop = windows[k - 1][0], sorted(high for _, high, _ in windows)[k - 1]
+        width = 2.0 ** math.floor(math.log2(8.0 * min(spread for _, _, spread in windows)))
+        first, last = math.floor(start / width), math.floor(stop / width)
+        nodes = (last - first + 1) * PANEL_NODES
+        below = np.zeros((nodes, k))
+        below[:, 0] = 1.0
+        sure = np.zeros(nodes, dtype=np.int64)  # agents whose window is left of the node
+        steps, cost = [], 0.0
+        for (size, rank), count in groups.items():
+            low, high, _ = self._window(size, rank)
+            sure[max(math.floor(high / width) + 1 - first, 0) * PANEL_NODES :] += count
+            p0, p1 = max(math.floor(low / width), first), min(math.floor(high / width), last)
+            if p0 <= p1:
+                key = (width, size, rank)
+                steps.append((key, count, p0, p1))
+                cost += CALL_CELLS + (p1 - p0 + 1) * PANEL_NODES * _cells([count], k)
+                cost += self._missing(key, p0, p1) * PANEL_NODES * G_CELLS
+        self.budget.spend(cost)
+        for key, count, p0, p1 in steps:
+            rows = slice((p0 - first) * PANEL_NODES, (p1 + 1 - first) * PANEL_NODES)
+            below[rows] = _truncated_add(below[rows], count, *self._g(key, p0, p1))
+        # P(S < k) = P(S_active < k - sure): the (k - 1 - sure)-th cumulative entry.
+        cumulative = np.cumsum(below, axis=1)
+        column = k - 1 - sure
+        inside = np.where(column >= 0, cumulative[np.arange(nodes), np.maximum(column, 0)], 0.0)
         weights = _panel_nodes(width, first, last)[2]
-        ordered = sorted(groups.items(), key=lambda item: -item[1])
-        distribution: np.ndarray | None = None
-        for (size, rank), count in ordered:
-            g, one_minus_g = self._g(width, size, rank, first, last)
-            distribution = _add_group(distribution, count, g, one_minus_g)
-        below = np.cumsum(np.asarray(distribution), axis=1)[:, :n_finite]
-        column[:n_finite] = first * width + weights @ below
-        return column
+        return float(first * width + weights @ inside)
 
 
-@lru_cache(maxsize=256)
-def _panel_nodes(width: float, first: int, last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """48-node Gauss-Legendre rules on ``[p width, (p + 1) width] & [0, 1]``, ``p = first..last``.
-
-    Node ``i`` of panel ``p`` is at index ``(p - first) 48 + i`` (read-only arrays).
-    """
-    low = np.arange(first, last + 1) * width
-    high = np.minimum(np.arange(first + 1, last + 2) * width, 1.0)
-    half = (0.5 * np.maximum(high - low, 0.0))[:, None]
-    offset = half * (_LEGENDRE_X + 1.0)
-    t = (low[:, None] + offset).ravel()
-    one_minus_t = ((1.0 - low)[:, None] - offset).ravel()
-    weights = (half * _LEGENDRE_W).ravel()
-    for array in (t, one_minus_t, weights):
-        array.flags.writeable = False
-    return t, one_minus_t, weights
-
-
-def approximate_unequal_column(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]):
-    """Fast version of :func:`unequal_coverage_column` (one-off; see :class:`UnequalColumns`)."""
-    return UnequalColumns(agent_sizes)(local_ranks)
+def _truncated_add(below: np.ndarray, count: int, g: np.ndarray, one_minus_g: np.ndarray):
+    """``P(S = s)``, ``s < k``, after adding ``Bin(count, G)`` to ``S`` (rows: nodes)."""
+    if count <= _BERNOULLI_STEPS:
+        for _ in range(count):
+            shifted = below[:, :-1] * g[:, None]
+            below *= one_minus_g[:, None]
+            below[:, 1:] += shifted
+        return below
+    pmf = _binomial_pmf(count, g, one_minus_g)[:, : below.shape[1]]
+    combined = np.zeros_like(below)
+    for u in range(pmf.shape[1]):
+        combined[:, u:] += below[:, : below.shape[1] - u] * pmf[:, u : u + 1]
+    return combined
 
 
 # ------------------------------------------------------------ certified values
@@ -550,9 +567,8 @@ class Certified:
     Attributes
     ----------
     key : Fraction
-        The exact value (rational arithmetic), or the quadrature value minus
-        :data:`ROUNDING_ALLOWANCE`: a certified lower bound, compared exactly with the
-        level.
+        The exact value, or the quadrature value minus :data:`ROUNDING_ALLOWANCE`: a
+        certified lower bound, compared exactly with the level.
     exact : bool
         Whether ``key`` is the exact coverage.
     upper : Fraction
@@ -566,11 +582,7 @@ class Certified:
 
     @property
     def lower_float(self) -> float:
-        """``key`` rounded to the nearest float.
-
-        Rounding is monotone, so ``key >= 1 - alpha`` (exactly, for the float ``alpha``)
-        gives ``lower_float >= 1 - alpha`` in floating point as well.
-        """
+        """``key`` rounded to the nearest float (monotone: ``key >= 1 - alpha`` survives)."""
         return float(self.key)
 
     @property
@@ -587,18 +599,24 @@ class Certified:
 
 def _from_quadrature(value: float) -> Certified:
     exact = Fraction(value)
-    return Certified(
-        exact - Fraction(ROUNDING_ALLOWANCE), False, exact + Fraction(ROUNDING_ALLOWANCE)
-    )
+    allowance = Fraction(ROUNDING_ALLOWANCE)
+    return Certified(exact - allowance, False, exact + allowance)
 
 
-def certify_column(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]) -> list[Certified]:
-    """Certified ``M_k`` for ``k = 1..m`` (exact for small degrees, quadrature otherwise)."""
+def certify_column(
+    agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...], budget: WorkBudget
+) -> list[Certified]:
+    """Certified ``M_k`` for ``k = 1..m`` (exact for small degrees, quadrature otherwise).
+
+    Raises
+    ------
+    OverBudget
+        If the quadrature would exceed ``budget`` (charged whether or not it is cached).
+    """
     if sum(agent_sizes) <= EXACT_MAX_DEGREE:
-        return [
-            Certified(value, True, value)
-            for value in exact_coverage_column(agent_sizes, local_ranks)
-        ]
+        return [Certified(v, True, v) for v in exact_coverage_column(agent_sizes, local_ranks)]
+    plan = _quadrature(agent_sizes, local_ranks)
+    budget.spend(0.0 if plan is None else plan.cells())
     return [_from_quadrature(float(v)) for v in unequal_coverage_column(agent_sizes, local_ranks)]
 
 
@@ -606,8 +624,7 @@ def certify_column(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]) -
 def certify_equal(local_rank: int, server_rank: int, n_agents: int, n_per_agent: int) -> Certified:
     """Certified ``M(l, k)`` for equal sizes."""
     if n_agents * n_per_agent <= EXACT_MAX_DEGREE:
-        value = exact_coverage_column((n_per_agent,) * n_agents, (local_rank,) * n_agents)[
-            server_rank - 1
-        ]
+        sizes, ranks = (n_per_agent,) * n_agents, (local_rank,) * n_agents
+        value = exact_coverage_column(sizes, ranks)[server_rank - 1]
         return Certified(value, True, value)
     return _from_quadrature(float(qq_coverage(local_rank, server_rank, n_agents, n_per_agent)))

@@ -1,19 +1,21 @@
 """Searching the ranks of the quantile-of-quantiles estimator, from public sizes only.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023). Equal local sizes: the pair
-``(l*, k*) = argmin {M(l, k) : M(l, k) >= level}`` of their Eq. (6), optionally with
-``l <= max_rank`` (FedCP2-QQ: the agents' corrected rank must stay within their data),
-found from the *frontier* ``l_min(k)`` (:func:`qq_frontier`). Unequal sizes
-(:func:`unequal_orders`): the agents' ranks are searched as well (their Appendix A.1
-fixes them at ``ceil((1 - alpha)(n_j + 1))`` and searches only ``k``).
+Humbert, Le Bars, Bellet and Arlot (ICML 2023). Equal local sizes
+(:func:`equal_table`): ``(l*, k*) = argmin {M(l, k) : M(l, k) >= level}`` of their
+Eq. (6), optionally with ``l <= max_rank`` (FedCP2-QQ agents must reach their corrected
+rank within their data), found from the frontier ``l_min(k)`` (:func:`qq_frontier`).
+Unequal sizes (:func:`unequal_table`): the agents' ranks are searched as well (their
+Appendix A.1 fixes them at ``ceil((1 - alpha)(n_j + 1))`` and searches only ``k``),
+within a :class:`~._coverage.WorkBudget`.
 
-Searches use the fast coverage values of :mod:`._fedcp_coverage`; every decision a fast
-value could get wrong (within ``DECISION_MARGIN`` of the level or of the best
-candidate) is taken on certified values, and the returned coverage is certified.
+Searches use fast coverage values (:mod:`._coverage`); every decision a fast value
+could get wrong (within ``DECISION_MARGIN`` of the level or of the best candidate) is
+taken on certified values, and the returned coverage is certified.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -25,7 +27,9 @@ from ._coverage import (
     APPROXIMATE_NODES,
     DECISION_MARGIN,
     Certified,
-    UnequalColumns,
+    FastColumns,
+    OverBudget,
+    WorkBudget,
     approximate_coverage,
     certify_column,
     certify_equal,
@@ -33,16 +37,49 @@ from ._coverage import (
 )
 
 __all__ = [
+    "CERTIFY_CELLS",
+    "SEARCH_CELLS",
     "QQFrontier",
-    "QQOrders",
-    "RankChoice",
-    "best_orders",
-    "fast_best_orders",
+    "Table",
+    "equal_table",
     "qq_frontier",
-    "unequal_orders",
+    "threshold_sizes",
+    "thresholded_table",
+    "unequal_table",
 ]
 
+#: Work budgets of one unequal-size search and of certifying its results, in the cells of
+#: :class:`~._coverage.WorkBudget` (about 1 and 0.5 s of CPU on the benchmarks' loaded
+#: two-core machine).
+SEARCH_CELLS, CERTIFY_CELLS = 3e8, 2e8
 
+#: Shares of the agents a thresholded plan keeps (see :func:`threshold_sizes`).
+THRESHOLD_SHARES = (1.0, 0.75, 0.5, 0.25)
+
+
+@dataclass(frozen=True)
+class Table:
+    """Certified ranks: agent ``j`` sends the ``l_j``-th smallest of ``n'_j`` scores.
+
+    Attributes
+    ----------
+    sample_sizes : tuple of int
+        ``n'_j``, the scores each agent uses.
+    local_ranks : tuple of int
+        ``l_j``; ``l_j > n'_j`` means the message is ``+inf`` (the top of the range).
+    server_rank : int
+        ``k``: the server keeps the ``k``-th smallest message.
+    coverage : Certified
+        ``M_k`` at these ranks (Theorem 3.2, Appendix A.1), at least the level.
+    """
+
+    sample_sizes: tuple[int, ...]
+    local_ranks: tuple[int, ...]
+    server_rank: int
+    coverage: Certified
+
+
+# ------------------------------------------------------------------ equal sizes
 @dataclass(frozen=True)
 class QQFrontier:
     """For each server rank ``k``, the smallest local rank reaching the level.
@@ -59,7 +96,7 @@ class QQFrontier:
     values : tuple of float
         Fast ``M(l_min(k), k)`` (1.0 where none).
     below : tuple of float
-        Fast ``M(l_min(k) - 1, k)`` (0.0 when ``l_min(k) = 1``; ``M(n, k)`` when none).
+        Fast ``M(l_min(k) - 1, k)`` (0.0 when ``l_min(k) = 1``).
     """
 
     n_agents: int
@@ -77,440 +114,337 @@ def _rank_guess(m: int, n: int, level: float) -> np.ndarray:
     to their ``k / (m + 1)`` quantile: the guess is usually within one rank.
     """
     target = np.arange(1, m + 1) / (m + 1.0)
-    low = np.zeros(m, dtype=np.int64)
-    high = np.full(m, n + 1, dtype=np.int64)
-    while True:
-        open_ = high - low > 1
-        if not open_.any():
-            return high
+    low, high = np.zeros(m, dtype=np.int64), np.full(m, n + 1, dtype=np.int64)
+    while (open_ := high - low > 1).any():
         middle = (low + high) // 2
         ok = betainc(middle, n - middle + 1, level) <= target
         high = np.where(open_ & ok, middle, high)
         low = np.where(open_ & ~ok, middle, low)
+    return high
 
 
 def _fast_values(m: int, n: int):
-    """The fast evaluator for ``(m, n)``: quadrature itself when its window is tiny."""
+    """The fast evaluator for ``(m, n)``: the quadrature itself when its window is tiny."""
     if m * n <= 2 * APPROXIMATE_NODES:
         return lambda ranks, ks: qq_coverage(ranks, ks, m, n)
     return lambda ranks, ks: approximate_coverage(ranks, ks, m, n)
 
 
-@lru_cache(maxsize=256)
-def qq_frontier(n_agents: int, n_per_agent: int, level: Fraction) -> QQFrontier:
-    """``l_min(k)`` for every ``k`` (fast values), by galloping from a guess and bisecting.
+class _Brackets:
+    """``(low, high]`` brackets of ``l_min(k)`` for every ``k``, narrowed by probes.
 
-    ``M`` is non-decreasing in ``l`` and in ``k`` (Appendix A.2 of Humbert et al. 2023),
-    so ``l_min`` is non-increasing in ``k``; each round evaluates one probe per ``k``
-    whose bracket is still open, all at once.
-
-    Parameters
-    ----------
-    n_agents, n_per_agent : int
-        ``m`` and ``n``.
-    level : Fraction
-        Target coverage.
-
-    Returns
-    -------
-    QQFrontier
+    ``M`` is non-decreasing in ``l`` and in ``k`` (Appendix A.2 of Humbert et al.
+    2023): a feasible ``(l, k)`` is feasible for every ``k' >= k``, an infeasible one
+    for no ``k' <= k``, so each probe narrows the brackets of other server ranks too.
     """
-    m, n = int(n_agents), int(n_per_agent)
-    level_float = float(level)
-    evaluate = _fast_values(m, n)
-    guess = np.clip(_rank_guess(m, n, level_float), 1, n)
-    # low: largest rank known infeasible (0: none); high: smallest known feasible (n + 1).
-    low = np.zeros(m, dtype=np.int64)
-    high = np.full(m, n + 1, dtype=np.int64)
-    known: dict[tuple[int, int], float] = {}
-    ks = np.arange(1, m + 1)
 
-    def probe(rows: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-        values = evaluate(ranks, rows + 1)
+    def __init__(self, m: int, n: int, level: float):
+        self.m, self.n, self.level = m, n, level
+        self.evaluate = _fast_values(m, n)
+        self.low = np.zeros(m, dtype=np.int64)
+        self.high = np.full(m, n + 1, dtype=np.int64)
+        self.known: dict[tuple[int, int], float] = {}
+
+    def probe(self, rows: np.ndarray, ranks: np.ndarray) -> None:
+        values = self.evaluate(ranks, rows + 1)
         for row, rank, value in zip(rows.tolist(), ranks.tolist(), values.tolist(), strict=True):
-            known[(rank, row + 1)] = value
-        feasible = values >= level_float
-        # A feasible (l, k) is feasible for every k' >= k; an infeasible one for no k' <= k.
-        high_at = np.full(m, n + 1, dtype=np.int64)
+            self.known[(rank, row + 1)] = value
+        feasible = values >= self.level
+        high_at = np.full(self.m, self.n + 1, dtype=np.int64)
         np.minimum.at(high_at, rows[feasible], ranks[feasible])
-        low_at = np.zeros(m, dtype=np.int64)
+        low_at = np.zeros(self.m, dtype=np.int64)
         np.maximum.at(low_at, rows[~feasible], ranks[~feasible])
-        np.minimum(high, np.minimum.accumulate(high_at), out=high)
-        np.maximum(low, np.maximum.accumulate(low_at[::-1])[::-1], out=low)
-        return feasible
+        np.minimum(self.high, np.minimum.accumulate(high_at), out=self.high)
+        np.maximum(self.low, np.maximum.accumulate(low_at[::-1])[::-1], out=self.low)
 
-    # Round 0: the guess and its left neighbour.
-    rows = np.concatenate([ks - 1, (ks - 1)[guess > 1]])
-    probe(rows, np.concatenate([guess, guess[guess > 1] - 1]))
-    step = np.full(m, 2, dtype=np.int64)
-    while True:
-        open_rows = np.flatnonzero(high - low > 1)
-        if open_rows.size == 0:
-            break
-        lo, hi = low[open_rows], high[open_rows]
-        # Gallop away from the guess while the bracket is unbounded on that side.
-        up = hi == n + 1
-        down = lo == 0
+    def gallop(self, step: np.ndarray) -> bool:
+        """One round: probe every open bracket (galloping out while unbounded)."""
+        rows = np.flatnonzero(self.high - self.low > 1)
+        if rows.size == 0:
+            return False
+        lo, hi = self.low[rows], self.high[rows]
+        up, down = hi == self.n + 1, lo == 0
         ranks = np.where(
             up & ~down,
-            np.minimum(lo + step[open_rows], n),
-            np.where(down & ~up, np.maximum(hi - step[open_rows], 1), (lo + hi) // 2),
+            np.minimum(lo + step[rows], self.n),
+            np.where(down & ~up, np.maximum(hi - step[rows], 1), (lo + hi) // 2),
         )
-        ranks = np.clip(ranks, np.maximum(lo + 1, 1), np.minimum(hi - 1, n))
-        step[open_rows] *= 2
-        probe(open_rows, ranks)
+        self.probe(rows, np.clip(ranks, np.maximum(lo + 1, 1), np.minimum(hi - 1, self.n)))
+        step[rows] *= 2
+        return True
+
+    def value(self, rank: int, k: int, default: float) -> float:
+        return self.known[(rank, k)] if 1 <= rank <= self.n else default
+
+
+@lru_cache(maxsize=256)
+def qq_frontier(n_agents: int, n_per_agent: int, level: Fraction) -> QQFrontier:
+    """``l_min(k)`` for every ``k`` (fast values), galloping from a guess, then bisecting.
+
+    Each round evaluates one probe per ``k`` whose bracket is still open, all at once.
+    """
+    m, n = int(n_agents), int(n_per_agent)
+    brackets = _Brackets(m, n, float(level))
+    guess = np.clip(_rank_guess(m, n, float(level)), 1, n)
+    rows = np.arange(m)
+    brackets.probe(np.r_[rows, rows[guess > 1]], np.r_[guess, guess[guess > 1] - 1])
+    step = np.full(m, 2, dtype=np.int64)
+    while brackets.gallop(step):
+        pass
+    frontier = [(int(r), k) for k, r in enumerate(brackets.high, start=1)]
     # Bounds propagated from other server ranks were not evaluated at this k: do so.
-    frontier = [(int(r), int(k)) for r, k in zip(high, ks, strict=True)]
     wanted = [(r, k) for r, k in frontier if r <= n] + [(r - 1, k) for r, k in frontier if r >= 2]
-    missing = [pair for pair in wanted if pair not in known]
+    missing = [pair for pair in wanted if pair not in brackets.known]
     if missing:
-        ranks, servers = (np.array(column) for column in zip(*missing, strict=True))
-        for pair, value in zip(missing, evaluate(ranks, servers).tolist(), strict=True):
-            known[pair] = value
-    values = tuple(known[(r, k)] if r <= n else 1.0 for r, k in frontier)
-    below = tuple(known[(r - 1, k)] if r >= 2 else 0.0 for r, k in frontier)
+        brackets.probe(np.array([k - 1 for _, k in missing]), np.array([r for r, _ in missing]))
+    values = tuple(brackets.value(r, k, 1.0) for r, k in frontier)
+    below = tuple(brackets.value(r - 1, k, 0.0) for r, k in frontier)
     return QQFrontier(m, n, level, tuple(r for r, _ in frontier), values, below)
 
 
-@dataclass(frozen=True)
-class QQOrders:
-    """Ranks of the quantile-of-quantiles estimator and their certified coverage.
+def _candidates(frontier: QQFrontier, limit: int) -> list[tuple[float, int, int]]:
+    """``(fast value, l, k)`` worth certifying: the frontier, and its doubtful neighbours.
 
-    Attributes
-    ----------
-    local_rank : int
-        ``l``: each agent sends its ``l``-th smallest score.
-    server_rank : int
-        ``k``: the server keeps the ``k``-th smallest message.
-    coverage : Certified
-        ``M(l, k)`` (Theorem 3.2), at least the level.
+    A frontier pair with ``l <= limit``; the pair one rank below where its fast value is
+    within ``DECISION_MARGIN`` of the level, and one rank above where the frontier value
+    is (a pair with a larger ``k`` and the same ``l`` is never better).
     """
-
-    local_rank: int
-    server_rank: int
-    coverage: Certified
-
-
-def best_orders(frontier: QQFrontier, max_rank: int | None = None) -> QQOrders | None:
-    """``argmin {M(l, k) : M(l, k) >= level, l <= max_rank}`` from a frontier.
-
-    Candidates are the frontier pairs ``(l_min(k), k)`` with ``l_min(k) <= max_rank``
-    (a pair with a larger ``k`` and the same ``l`` is never better). Decisions a fast
-    value could get wrong are taken on certified values: every candidate within
-    :data:`DECISION_MARGIN` of the best, and, where a frontier value lies within the
-    margin of the level, the pairs one rank below and above it. Ties go to the smallest
-    ``l``, then the smallest ``k``.
-
-    Returns
-    -------
-    QQOrders or None
-        None when no pair reaches the level (with certified values).
-    """
-    m, n, level = frontier.n_agents, frontier.n_per_agent, frontier.level
-    limit = n if max_rank is None else min(int(max_rank), n)
-    level_float = float(level)
-    candidates: list[tuple[float, int, int]] = []  # (fast value, l, k)
-    above: list[tuple[int, int]] = []  # (l_min(k) + 1, k) where l_min(k) is doubtful
+    level = float(frontier.level)
+    candidates, above = [], []
     for k, (rank, value, below) in enumerate(
         zip(frontier.ranks, frontier.values, frontier.below, strict=True), start=1
     ):
-        if 1 <= rank - 1 <= limit and below >= level_float - DECISION_MARGIN:
+        if 1 <= rank - 1 <= limit and below >= level - DECISION_MARGIN:
             candidates.append((below, rank - 1, k))
         if rank <= limit:
             candidates.append((value, rank, k))
-            if rank < limit and value <= level_float + DECISION_MARGIN:
+            if rank < limit and value <= level + DECISION_MARGIN:
                 above.append((rank + 1, k))
     if above:
-        ranks, servers = (np.array(column) for column in zip(*above, strict=True))
-        values = _fast_values(m, n)(ranks, servers).tolist()
-        candidates += [(v, rank, k) for v, (rank, k) in zip(values, above, strict=True)]
-    candidates.sort()
-    best: tuple[Certified, int, int] | None = None
-    for fast, rank, k in candidates:
-        if best is not None and fast > float(best[0].key) + DECISION_MARGIN:
+        ranks, servers = np.array(above).T
+        values = _fast_values(frontier.n_agents, frontier.n_per_agent)(ranks, servers)
+        candidates += [(v, rank, k) for v, (rank, k) in zip(values.tolist(), above, strict=True)]
+    return sorted(candidates)
+
+
+def best_orders(frontier: QQFrontier, max_rank: int | None = None):
+    """``(l, k, M)`` minimising the certified ``M(l, k) >= level`` with ``l <= max_rank``.
+
+    Candidates (:func:`_candidates`) are certified in the order of their fast values,
+    until a fast value exceeds the best certified one by ``DECISION_MARGIN``. Ties go
+    to the smallest ``l``, then the smallest ``k``. None when no pair reaches the level.
+    """
+    m, n, level = frontier.n_agents, frontier.n_per_agent, frontier.level
+    limit = n if max_rank is None else min(int(max_rank), n)
+    best: tuple[int, int, Certified] | None = None
+    for fast, rank, k in _candidates(frontier, limit):
+        if best is not None and fast > float(best[2].key) + DECISION_MARGIN:
             break
         certified = certify_equal(rank, k, m, n)
-        if certified.key >= level and (best is None or _better(certified, rank, k, *best)):
-            best = (certified, rank, k)
-    return None if best is None else QQOrders(best[1], best[2], best[0])
+        if certified.key < level:
+            continue
+        if best is None or (
+            (rank, k) < best[:2] if certified.ties_with(best[2]) else certified.key < best[2].key
+        ):
+            best = (rank, k, certified)
+    return best
 
 
-def _better(value: Certified, rank: int, k: int, best: Certified, best_rank: int, best_k: int):
-    """Whether ``(rank, k)`` with ``value`` beats the current best (ties: smaller ranks)."""
-    if value.ties_with(best):
-        return (rank, k) < (best_rank, best_k)
-    return value.key < best.key
+def equal_table(m: int, n: int, level: Fraction, max_rank: int | None = None) -> Table | None:
+    """The certified equal-size table (Eq. (6)), or None when no pair reaches ``level``."""
+    best = best_orders(qq_frontier(m, n, level), max_rank)
+    if best is None:
+        return None
+    rank, k, coverage = best
+    return Table((n,) * m, (rank,) * m, k, coverage)
 
 
 # ---------------------------------------------------------------- unequal sizes
-@dataclass(frozen=True)
-class RankChoice:
-    """Ranks of every agent and the server, with their certified coverage.
-
-    Attributes
-    ----------
-    local_ranks : tuple of int
-        ``l_j`` per agent; ``l_j > n_j`` means the agent's message is ``+inf`` (the top
-        of the range).
-    server_rank : int
-        ``k``.
-    coverage : Certified
-        ``M_k`` at these ranks (Appendix A.1 of Humbert et al. 2023).
-    """
-
-    local_ranks: tuple[int, ...]
-    server_rank: int
-    coverage: Certified
-
-
-@dataclass(frozen=True)
-class _Groups:
-    """Agents of equal size, each group's ranks described by one monotone index.
-
-    Group ``g`` (size ``s_g``, ``c_g`` agents) at index ``lam`` gives rank
-    ``lam // c_g + 1`` to ``lam % c_g`` of its agents and ``lam // c_g`` to the others:
-    raising ``lam`` by one raises one agent's rank by one, so coverage is non-decreasing
-    in every index. Ranks above ``max_rank[g]`` become ``s_g + 1`` (``+inf``).
-    """
-
-    sizes: tuple[int, ...]  # s_g
-    counts: tuple[int, ...]  # c_g
-    members: tuple[tuple[int, ...], ...]  # agent indices of each group
-    max_rank: tuple[int, ...]
-
-    @property
-    def lowest(self) -> np.ndarray:
-        return np.asarray(self.counts, dtype=np.int64)
-
-    @property
-    def highest(self) -> np.ndarray:
-        """Index at which every agent of the group sends ``+inf``."""
-        return np.asarray(
-            [
-                c * (min(r, s) + 1)
-                for c, r, s in zip(self.counts, self.max_rank, self.sizes, strict=True)
-            ],
-            dtype=np.int64,
-        )
-
-    def finite(self, index) -> int:
-        """Number of agents sending a finite message at ``index``."""
-        return sum(
-            count - max(0, int(lam) - count * min(limit, size))
-            for lam, count, size, limit in zip(
-                index, self.counts, self.sizes, self.max_rank, strict=True
-            )
-        )
-
-    def ranks(self, index, n_agents: int) -> tuple[int, ...]:
-        out = [0] * n_agents
-        for lam, count, size, limit, members in zip(
-            index, self.counts, self.sizes, self.max_rank, self.members, strict=True
-        ):
-            base, extra = divmod(int(lam), count)
-            for position, agent in enumerate(members):
-                rank = base + 1 if position < extra else base
-                out[agent] = rank if rank <= min(limit, size) else size + 1
-        return tuple(out)
-
-
-def _groups(sizes: tuple[int, ...], max_ranks: tuple[int, ...] | None) -> _Groups:
-    distinct = sorted(set(sizes))
-    members = tuple(tuple(j for j, s in enumerate(sizes) if s == size) for size in distinct)
-    limits = tuple(
-        size if max_ranks is None else min(max_ranks[group[0]], size)
-        for size, group in zip(distinct, members, strict=True)
-    )
-    return _Groups(tuple(distinct), tuple(len(g) for g in members), members, limits)
-
-
-class _Columns:
-    """Fast coverage columns of rank indices, memoised.
-
-    ``M_k`` is 1 for ``k`` above the number of agents that send a finite message (the
-    trivial release): the family never goes there (:func:`_largest_on_family`) and
-    descents and staircases only accept values strictly below the current one.
-    """
-
-    def __init__(self, sizes: tuple[int, ...], groups: _Groups):
-        self.sizes, self.groups = sizes, groups
-        self.cache: dict[tuple[int, ...], np.ndarray] = {}
-        self.evaluate = UnequalColumns(sizes)
-
-    def __call__(self, index) -> np.ndarray:
-        key = tuple(int(v) for v in index)
-        if key not in self.cache:
-            self.cache[key] = self.evaluate(self.groups.ranks(key, len(self.sizes)))
-        return self.cache[key]
-
-
 #: Server ranks (the best by their family start) refined by descents and staircases.
 _REFINED_SERVER_RANKS = 3
 
-#: Staircase moves (one group up, another as low as feasible) are tried when there are
-#: at most this many size groups, up to this many steps per pair.
-_STAIRCASE_STEPS = 24
-
-#: (see above)
-_EXCHANGE_GROUPS = 6
+#: Staircase moves are tried with at most this many size groups, this many steps each.
+_EXCHANGE_GROUPS, _STAIRCASE_STEPS = 6, 24
 
 #: With more agents than this, only server ranks near the best ones of the equal-size
 #: frontier (at the median size) are tried.
 _ALL_SERVER_RANKS = 16
 
+#: With more agents than this, only the family starts are used (no local moves).
+_REFINED_AGENTS = 64
+
 #: Bisection steps on the common relative rank (double precision is exhausted by then).
 _BISECTION_STEPS = 64
 
-#: At most this many groups (the largest sizes) move in descents.
-_DESCENT_GROUPS = 16
-
-#: With more agents than this, only the family starts are used (no descents or
-#: staircases): a column costs the square of the number of agents.
-_REFINED_AGENTS = 64
-
-#: At most this many descent steps per server rank.
-_DESCENT_STEPS = 64
+#: At most this many groups (the largest sizes) move in descents, this many steps each.
+_DESCENT_GROUPS, _DESCENT_STEPS = 16, 64
 
 
-def _family_index(groups: _Groups, x: float) -> np.ndarray:
-    """Group indices at the common relative rank ``x``: ``ceil(x c_g (s_g + 1))``, clipped."""
-    raw = np.ceil(x * np.asarray(groups.counts) * (np.asarray(groups.sizes) + 1.0))
-    return np.clip(raw.astype(np.int64), groups.lowest, groups.highest)
+class _Family:
+    """Agents grouped by size, each group's ranks one monotone index, at server rank ``k``.
 
-
-def _largest_on_family(groups: _Groups, k: int) -> float | None:
-    """Largest family position ``x`` at which at least ``k`` agents send a finite message."""
-    if groups.finite(_family_index(groups, 0.0)) < k:
-        return None
-    low, high = 0.0, 1.0
-    if groups.finite(_family_index(groups, high)) >= k:
-        return high
-    for _ in range(_BISECTION_STEPS):
-        middle = 0.5 * (low + high)
-        if groups.finite(_family_index(groups, middle)) >= k:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-def _smallest_on_family(columns: _Columns, groups: _Groups, k: int, level: float):
-    """Smallest index vector of the family ``x -> _family_index(x)`` with ``M_k >= level``.
-
-    Bisection in ``x`` until the index vectors at both ends of the bracket are one
-    family step apart (``M_k`` is non-decreasing in ``x`` as long as at least ``k``
-    messages are finite, which holds up to :func:`_largest_on_family`).
+    Group ``g`` (size ``s_g``, ``c_g`` agents) at index ``lam`` gives rank
+    ``lam // c_g + 1`` to ``lam % c_g`` of its agents and ``lam // c_g`` to the others:
+    raising ``lam`` by one raises one agent's rank by one, so ``M_k`` is non-decreasing
+    in every index. Ranks above ``max_rank[g]`` become ``s_g + 1`` (``+inf``). The family
+    of common relative ranks ``x`` (:meth:`at`) sets ``lam_g = ceil(x c_g (s_g + 1))``.
     """
-    top = _largest_on_family(groups, k)
-    if top is None:
-        return None
-    high_index = _family_index(groups, top)
-    if columns(high_index)[k - 1] < level:
-        return None
-    low, high = 0.0, top
-    low_index = _family_index(groups, 0.0)
-    if columns(low_index)[k - 1] >= level:
-        return low_index
-    for _ in range(_BISECTION_STEPS):
-        middle = 0.5 * (low + high)
-        index = _family_index(groups, middle)
-        if np.array_equal(index, low_index) or np.array_equal(index, high_index):
-            # No breakpoint on one side of `middle`: move that end without evaluating.
+
+    def __init__(self, sizes, max_ranks, columns: FastColumns, k: int, level: float):
+        self.agent_sizes, self.columns, self.k, self.level = sizes, columns, k, level
+        distinct = sorted(set(sizes))
+        self.members = [[j for j, s in enumerate(sizes) if s == size] for size in distinct]
+        self.sizes = np.asarray(distinct, dtype=np.int64)
+        self.counts = np.asarray([len(g) for g in self.members], dtype=np.int64)
+        self.limits = np.asarray(
+            [
+                size if max_ranks is None else min(max_ranks[group[0]], size)
+                for size, group in zip(distinct, self.members, strict=True)
+            ],
+            dtype=np.int64,
+        )
+        self.lowest = self.counts
+        self.highest = self.counts * (np.minimum(self.limits, self.sizes) + 1)
+        #: The best index found so far (``M_k >= level``, smallest value) and its value.
+        self.best: tuple[float, np.ndarray] | None = None
+
+    def _found(self, index: np.ndarray) -> np.ndarray:
+        """Record a feasible ``index`` the search moved to (each move lowers ``M_k``)."""
+        self.best = (self.value(index), index)
+        return index
+
+    def ranks(self, index) -> tuple[int, ...]:
+        out = [0] * len(self.agent_sizes)
+        for lam, count, size, limit, members in zip(
+            index, self.counts, self.sizes, self.limits, self.members, strict=True
+        ):
+            base, extra = divmod(int(lam), int(count))
+            for position, agent in enumerate(members):
+                rank = base + 1 if position < extra else base
+                out[agent] = rank if rank <= min(limit, size) else int(size) + 1
+        return tuple(out)
+
+    def value(self, index) -> float:
+        return self.columns(self.ranks(index), self.k)
+
+    def finite(self, index) -> int:
+        """Number of agents sending a finite message at ``index``."""
+        over = np.maximum(np.asarray(index) - self.counts * np.minimum(self.limits, self.sizes), 0)
+        return int(np.sum(self.counts - over))
+
+    def at(self, x: float) -> np.ndarray:
+        raw = np.ceil(x * self.counts * (self.sizes + 1.0)).astype(np.int64)
+        return np.clip(raw, self.lowest, self.highest)
+
+    def _bisect(self, low: float, high: float, inside) -> float:
+        """Largest ``x`` in ``[low, high]`` with ``inside(x)`` (``inside(low)`` holds)."""
+        for _ in range(_BISECTION_STEPS):
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if inside(middle) else (low, middle)
+        return low
+
+    def start(self) -> np.ndarray | None:
+        """Smallest family index with ``M_k >= level``, by bisection in ``x``.
+
+        ``M_k`` is non-decreasing in ``x`` while at least ``k`` messages are finite,
+        i.e. up to the largest such ``x`` (found first).
+        """
+        if self.finite(self.at(0.0)) < self.k:
+            return None
+        top = 1.0
+        if self.finite(self.at(1.0)) < self.k:
+            top = self._bisect(0.0, 1.0, lambda x: self.finite(self.at(x)) >= self.k)
+        high_index, low_index = self.at(top), self.at(0.0)
+        if self.value(high_index) < self.level:
+            return None
+        if self.value(low_index) >= self.level:
+            return self._found(low_index)
+        low, high = 0.0, top
+        for _ in range(_BISECTION_STEPS):
+            middle = 0.5 * (low + high)
+            index = self.at(middle)
             if np.array_equal(index, low_index):
-                low = middle
-            else:
+                low = middle  # no breakpoint on this side: move without evaluating
+            elif np.array_equal(index, high_index):
                 high = middle
-            continue
-        if columns(index)[k - 1] >= level:
-            high, high_index = middle, index
-        else:
-            low, low_index = middle, index
-    return high_index
+            elif self.value(index) >= self.level:
+                high, high_index = middle, index
+            else:
+                low, low_index = middle, index
+        return self._found(high_index)
 
+    def descend(self, index: np.ndarray) -> np.ndarray:
+        """Lower single group indices while ``M_k`` stays at or above ``level`` (best first)."""
+        movable = np.argsort(self.sizes)[::-1][:_DESCENT_GROUPS]
+        for _ in range(_DESCENT_STEPS):
+            best, best_value = None, self.value(index)
+            for g in movable:
+                if index[g] > self.lowest[g]:
+                    trial = index.copy()
+                    trial[g] -= 1
+                    value = self.value(trial)
+                    if self.level <= value < best_value:
+                        best, best_value = trial, value
+            if best is None:
+                return index
+            index = self._found(best)
+        return index
 
-def _descend(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, level: float):
-    """Lower single group indices while ``M_k`` stays at or above ``level`` (best first).
-
-    Only the :data:`_DESCENT_GROUPS` groups of the largest sizes (the finest steps) move.
-    """
-    lowest = groups.lowest
-    movable = np.argsort(np.asarray(groups.sizes))[::-1][:_DESCENT_GROUPS]
-    for _ in range(_DESCENT_STEPS):
-        best, best_value = None, columns(index)[k - 1]
-        for g in movable:
-            if index[g] > lowest[g]:
-                trial = index.copy()
-                trial[g] -= 1
-                value = columns(trial)[k - 1]
-                if level <= value < best_value:
-                    best, best_value = trial, value
-        if best is None:
-            return index
-        index = best
-    return index
-
-
-def _smallest_index(columns, trial: np.ndarray, group: int, start: int, lowest: int, k, level):
-    """Smallest index of ``group`` at or below ``start`` keeping ``M_k >= level``.
-
-    ``trial`` (modified) must be feasible with ``group`` at ``start``. Gallops down, then
-    bisects (``M_k`` is non-decreasing in every index).
-    """
-    high, step = start, 1
-    low = high - step
-    while low >= lowest:
-        trial[group] = low
-        if columns(trial)[k - 1] < level:
-            break
-        high, step = low, 2 * step
+    def _lowest_feasible(self, trial: np.ndarray, group: int) -> None:
+        """Set ``trial[group]`` to its smallest feasible value (gallop down, then bisect)."""
+        high, step = int(trial[group]), 1
         low = high - step
-    low = max(low, lowest - 1)
-    while high - low > 1:
-        trial[group] = (low + high) // 2
-        if columns(trial)[k - 1] >= level:
-            high = int(trial[group])
-        else:
-            low = int(trial[group])
-    trial[group] = high
-    return high
+        while low >= self.lowest[group]:
+            trial[group] = low
+            if self.value(trial) < self.level:
+                break
+            high, step = low, 2 * step
+            low = high - step
+        low = max(low, int(self.lowest[group]) - 1)
+        while high - low > 1:
+            trial[group] = (low + high) // 2
+            if self.value(trial) >= self.level:
+                high = int(trial[group])
+            else:
+                low = int(trial[group])
+        trial[group] = high
 
+    def staircase(self, index: np.ndarray) -> np.ndarray:
+        """Pairwise moves: ``g`` rises step by step, ``h`` falls as far as feasible.
 
-def _staircase(columns: _Columns, groups: _Groups, index: np.ndarray, k: int, level: float):
-    """Pairwise staircase moves: raise one group, lower another as far as feasible.
-
-    For every ordered pair of groups ``(g, h)``, ``g`` rises by up to
-    ``_STAIRCASE_STEPS`` steps and ``h`` takes its smallest feasible index at each;
-    the best configuration found is kept. As ``g`` rises the smallest feasible ``h``
-    falls (monotonicity), so each step costs about one evaluation.
-    """
-    best, best_value = index, columns(index)[k - 1]
-    if index.size > _EXCHANGE_GROUPS or index.size < 2:
+        Tried for every ordered pair of groups; the best configuration found is kept.
+        """
+        best, best_value = index, self.value(index)
+        if not 2 <= index.size <= _EXCHANGE_GROUPS:
+            return best
+        for g in range(index.size):
+            for h in range(index.size):
+                if g == h:
+                    continue
+                trial = best.copy()
+                for _ in range(_STAIRCASE_STEPS):
+                    if trial[g] >= self.highest[g] or trial[h] <= self.lowest[h]:
+                        break
+                    trial[g] += 1
+                    if self.value(trial) < self.level:
+                        break
+                    self._lowest_feasible(trial, h)
+                    value = self.value(trial)
+                    if self.level <= value < best_value:
+                        best, best_value = self._found(trial.copy()), value
         return best
-    highest, lowest = groups.highest, groups.lowest
-    for g in range(index.size):
-        for h in range(index.size):
-            if g == h:
-                continue
-            trial = best.copy()
-            for _ in range(_STAIRCASE_STEPS):  # g up, h down
-                if trial[g] >= highest[g] or trial[h] <= lowest[h]:
-                    break
-                trial[g] += 1
-                if columns(trial)[k - 1] < level:
-                    break
-                _smallest_index(columns, trial, h, int(trial[h]), int(lowest[h]), k, level)
-                value = columns(trial)[k - 1]
-                if level <= value < best_value:
-                    best, best_value = trial.copy(), value
-    return best
 
 
-def _server_rank_candidates(agent_sizes: tuple[int, ...], level: Fraction) -> tuple[int, ...]:
-    """Server ranks worth trying for these sizes (see :func:`unequal_orders`)."""
-    m = len(agent_sizes)
+def _server_ranks(sizes: tuple[int, ...], level: Fraction) -> tuple[int, ...]:
+    """The server ranks tried: all of them, or the best of the equal-size frontier.
+
+    With more than 16 agents, the three best of the frontier at the median size (and
+    their neighbours while ``m <= 64``).
+    """
+    m = len(sizes)
     if m <= _ALL_SERVER_RANKS:
         return tuple(range(1, m + 1))
-    frontier = qq_frontier(m, int(np.median(agent_sizes)), level)
+    frontier = qq_frontier(m, int(np.median(sizes)), level)
     feasible = [k for k, rank in enumerate(frontier.ranks, start=1) if rank <= frontier.n_per_agent]
     if not feasible:
         return tuple(range(max(m - 2, 1), m + 1))
@@ -520,93 +454,117 @@ def _server_rank_candidates(agent_sizes: tuple[int, ...], level: Fraction) -> tu
     return tuple(sorted({c for k in best for c in (k - 1, k, k + 1) if 1 <= c <= m}))
 
 
-@lru_cache(maxsize=128)
-def unequal_orders(
-    agent_sizes: tuple[int, ...],
-    level: Fraction,
-    max_ranks: tuple[int, ...] | None = None,
-    server_ranks: tuple[int, ...] | None = None,
-) -> RankChoice | None:
-    """Agents' ranks and server rank with the smallest coverage reaching ``level``.
+def unequal_table(
+    sizes: tuple[int, ...], level: Fraction, max_ranks: tuple[int, ...] | None = None
+) -> tuple[Table | None, bool]:
+    """Agents' ranks and server rank with the smallest certified coverage reaching ``level``.
 
-    For every server rank ``k`` tried: the smallest configuration on the family of
-    common relative ranks ``l_j ~ x (n_j + 1)`` (which includes the Appendix A.1 ranks
-    of Humbert et al. 2023 at ``x = level``); for the three ``k`` whose start is
-    closest to the level, single-group descents and pairwise staircase moves while the
-    coverage stays at or above ``level``. Agents of equal size take
-    ranks that differ by at most one. The best configuration is certified (exact or
-    quadrature values); ties go to the smaller ``k``.
+    For every server rank ``k`` tried (:func:`_server_ranks`): the smallest configuration
+    on the family of common relative ranks ``l_j ~ x (n_j + 1)`` (which includes the
+    Appendix A.1 ranks of Humbert et al. 2023 at ``x = level``); for the three ``k``
+    whose start is closest to the level (with at most 64 agents), descents and staircase
+    moves while the coverage stays at or above the level. The search stops where its
+    work budget (:data:`SEARCH_CELLS`) runs out, keeping the best configuration found
+    for each ``k``; the best ones are certified within :data:`CERTIFY_CELLS` (ties go to
+    the smaller ``k``).
 
     Parameters
     ----------
-    agent_sizes : tuple of int
+    sizes : tuple of int
         Public sizes ``n_j``.
     level : Fraction
         Target coverage.
     max_ranks : tuple of int or None
-        Per-agent largest rank allowed; larger ranks send ``+inf`` (top of the range).
-    server_ranks : tuple of int or None
-        Server ranks to try (default: all when ``m <= 16``, otherwise the three best of
-        the equal-size frontier at the median size, and their neighbours when
-        ``m <= 64``).
+        Per-agent largest rank allowed; larger ranks send ``+inf``.
 
     Returns
     -------
-    RankChoice or None
-        None when no configuration reaches the level.
+    table : Table or None
+        None when no configuration reaches the level (or none could be certified).
+    complete : bool
+        False when a budget ran out.
     """
-    m = len(agent_sizes)
-    groups = _groups(agent_sizes, max_ranks)
-    columns = _Columns(agent_sizes, groups)
-    level_float = float(level)
-    if server_ranks is None:
-        server_ranks = _server_rank_candidates(agent_sizes, level)
-    starts: list[tuple[float, int, np.ndarray]] = []
-    for k in server_ranks:
-        start = _smallest_on_family(columns, groups, k, level_float)
-        if start is not None:
-            starts.append((float(columns(start)[k - 1]), k, start))
-    starts.sort(key=lambda item: (item[0], item[1]))
-    found: list[tuple[float, int, np.ndarray]] = []
-    refined = _REFINED_SERVER_RANKS if m <= _REFINED_AGENTS else 0
-    for _, k, start in starts[:refined]:
-        index = _descend(columns, groups, start, k, level_float)
-        index = _staircase(columns, groups, index, k, level_float)
-        index = _descend(columns, groups, index, k, level_float)
-        found.append((float(columns(index)[k - 1]), k, index))
-    found += starts[refined:]
-    if not found:
-        return None
-    found.sort(key=lambda item: (item[0], item[1]))
-    best: RankChoice | None = None
-    for fast, k, index in found:
+    search, budget = WorkBudget(SEARCH_CELLS), WorkBudget(CERTIFY_CELLS)
+    found = _searched(sizes, level, max_ranks, FastColumns(sizes, search))
+    best: Table | None = None
+    for fast, family, index in found:
         if best is not None and fast > float(best.coverage.key) + DECISION_MARGIN:
             break
-        ranks = groups.ranks(index, m)
-        certified = certify_column(agent_sizes, ranks)[k - 1]
-        if certified.key < level:
+        try:
+            table = _certified(family, index, fast, level, budget)
+        except OverBudget:
             continue
-        better = best is None or (
-            certified.key < best.coverage.key and not certified.ties_with(best.coverage)
-        )
-        if better:
-            best = RankChoice(ranks, k, certified)
-    return best
+        if table is not None and (
+            best is None
+            or (
+                table.coverage.key < best.coverage.key
+                and not table.coverage.ties_with(best.coverage)
+            )
+        ):
+            best = table
+    return best, not (search.exhausted or budget.exhausted)
 
 
-def fast_best_orders(frontier: QQFrontier, max_rank: int | None = None) -> tuple[int, int] | None:
-    """``(l, k)`` of :func:`best_orders` on fast values only (for comparing many levels).
+def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
+    """``(fast value, family, index)`` of the best configuration found for each ``k``.
 
-    Not certified: the pair :func:`best_orders` returns differs only when fast values
-    within :data:`DECISION_MARGIN` of the level or of each other would be decided
-    otherwise.
+    Sorted by value, then ``k``; as far as the budget of ``columns`` goes.
     """
-    ranks = np.asarray(frontier.ranks)
-    values = np.asarray(frontier.values)
-    limit = frontier.n_per_agent if max_rank is None else min(int(max_rank), frontier.n_per_agent)
-    usable = np.flatnonzero(ranks <= limit)
-    if usable.size == 0:
-        return None
-    order = np.lexsort((usable, ranks[usable], values[usable]))
-    k = int(usable[order[0]]) + 1
-    return int(ranks[k - 1]), k
+    families: list[_Family] = []
+
+    def found():
+        return sorted((f.best[0], f.k, f, f.best[1]) for f in families if f.best is not None)
+
+    try:
+        for k in _server_ranks(sizes, level):
+            families.append(_Family(sizes, max_ranks, columns, k, float(level)))
+            families[-1].start()
+        refined = _REFINED_SERVER_RANKS if len(sizes) <= _REFINED_AGENTS else 0
+        for _, _, family, index in found()[:refined]:
+            family.descend(family.staircase(family.descend(index)))
+    except OverBudget:
+        pass
+    return [(fast, family, index) for fast, _, family, index in found()]
+
+
+def _certified(family: _Family, index, fast: float, level: Fraction, budget: WorkBudget):
+    """The configuration ``index``, certified; one rank higher if it is just below.
+
+    A fast value within ``DECISION_MARGIN`` of the level may sit on the wrong side of
+    it: then the largest group's index is raised by one (the smallest step up).
+    """
+    for _ in range(2):
+        ranks = family.ranks(index)
+        certified = certify_column(family.agent_sizes, ranks, budget)[family.k - 1]
+        if certified.key >= level:
+            return Table(family.agent_sizes, ranks, family.k, certified)
+        last = len(index) - 1  # groups are sorted by size
+        if fast > float(level) + DECISION_MARGIN or index[last] >= family.highest[last]:
+            return None
+        index = index.copy()
+        index[last] += 1
+    return None
+
+
+def threshold_sizes(sizes: tuple[int, ...]) -> list[int]:
+    """The sizes ``s`` held by at least ``ceil(share m)`` agents, for each threshold share."""
+    ordered = sorted(sizes, reverse=True)
+    return sorted({ordered[math.ceil(share * len(sizes)) - 1] for share in THRESHOLD_SHARES})
+
+
+def thresholded_table(sizes: tuple[int, ...], size: int, table: Table) -> Table:
+    """``table`` (equal, for the agents of at least ``size`` scores) for all agents.
+
+    The agents of at least ``size`` scores use a uniformly random subset of ``size``
+    and the table's rank; the others send ``+inf`` (the top of the range) without
+    reading their data. ``+inf`` messages are never among the ``k`` smallest of the
+    others' (``k`` is at most their number), so ``M_k`` is the equal table's.
+    """
+    rank = table.local_ranks[0]
+    kept = [n >= size for n in sizes]
+    return Table(
+        tuple(size if keep else n for n, keep in zip(sizes, kept, strict=True)),
+        tuple(rank if keep else n + 1 for n, keep in zip(sizes, kept, strict=True)),
+        table.server_rank,
+        table.coverage,
+    )

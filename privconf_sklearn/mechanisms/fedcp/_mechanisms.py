@@ -3,10 +3,9 @@
 Humbert, Le Bars, Bellet and Arlot, "One-Shot Federated Conformal Prediction" (ICML
 2023). Calibration scores live with ``m`` agents (the ``groups`` passed to
 ``fit_calibrate``); each agent sends one message computed from its own scores and the
-server keeps the ``k``-th smallest message. These mechanisms run the same plan, agent
-and server functions (:mod:`._fedcp_plan`, :mod:`._fedcp_agent`, :mod:`._fedcp_server`)
-that :mod:`privconf_sklearn.federated` wraps in a JSON protocol for real agents on other
-machines, with all agents in one process.
+server keeps the ``k``-th smallest message. These mechanisms run, with all agents in
+one process, the plan, agent and server functions of :mod:`privconf_sklearn.mechanisms.fedcp`
+that :mod:`privconf_sklearn.federated` sends over JSON to agents on other machines.
 
 Agent sizes are public (as ``n`` is for every mechanism); the coverage certificate,
 computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
@@ -24,6 +23,7 @@ from ...privacy import PrivacyGuarantee
 from .._base import Calibration, CoverageCertificate, QuantileMechanism
 from .._statistics import ScoreStatistics
 from ._agent import agent_values
+from ._correction import SCALINGS
 from ._plan import (
     MAX_AGENTS,
     MAX_BINS,
@@ -244,8 +244,11 @@ class FedCP2QQ(_FederatedMechanism):
     public quantities only (Sec. 4's choice of ``gamma``, extended to ``B``).
 
     Guarantees (Theorem 4.1): each agent's message is epsilon-DP in that agent's scores
-    (replace-one and add/remove, sizes public); marginal coverage at least
-    ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
+    (replace-one and add/remove, sizes public), so the server's view is epsilon-DP
+    under add/remove adjacency and 2 epsilon-DP under replace-one (a replaced record may
+    move to another agent and change two messages), as
+    :meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under` states; marginal coverage
+    at least ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
     size sends the top of the range without reading its data; if the server rank cannot
     be served, the request is infeasible: the threshold is the top of the range (full
     sets, widest intervals), no data is read, and a warning says why and from which
@@ -273,8 +276,10 @@ class FedCP2QQ(_FederatedMechanism):
     >>> rng = np.random.default_rng(0)
     >>> scores, agents = rng.uniform(size=2400), np.repeat(np.arange(10), 240)
     >>> cal = FedCP2QQ(epsilon=1.0).calibrate(scores, 0.1, groups=agents, random_state=0)
-    >>> cal.privacy.notion, cal.privacy.epsilon
-    ('local', 1.0)
+    >>> cal.privacy.notion, cal.privacy.epsilon, cal.privacy.adjacency
+    ('local', 1.0, 'add/remove')
+    >>> cal.privacy.under("replace-one").epsilon
+    2.0
     >>> bool(cal.coverage_lower_bound >= 0.9), cal.informative
     (True, True)
     """
@@ -284,7 +289,7 @@ class FedCP2QQ(_FederatedMechanism):
         "epsilon": [Interval("real", 0.0, None, closed="neither")],
         "n_bins": [Options("auto"), Interval("integer", 2, MAX_BINS)],
         "gamma": [Options("auto"), Interval("real", 0.0, 1.0, closed="neither")],
-        "scaling": [Options("tight", "paper")],
+        "scaling": [Options(*SCALINGS)],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight", n_agents=None):
@@ -295,7 +300,11 @@ class FedCP2QQ(_FederatedMechanism):
         self.n_agents = n_agents
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
-        """Epsilon-DP of each agent's message in that agent's scores (recorded as epsilon)."""
+        """Epsilon under add/remove adjacency (2 epsilon under replace-one).
+
+        Each agent's message is epsilon-local-DP in that agent's scores; a replaced
+        record may sit at another agent and change two messages.
+        """
         self._check_params()
         return federated_privacy(float(self.epsilon))
 

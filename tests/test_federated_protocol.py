@@ -549,6 +549,7 @@ def test_example_runs_three_agent_processes_and_a_server():
     lines = result.stdout.splitlines()
     assert sum(line.startswith("server: agent ") for line in lines) == 3
     assert any("privacy local epsilon = 2 per agent" in line for line in lines)
+    assert any("2 under add/remove, 4 under replace-one" in line for line in lines)
     assert any(line.startswith("test: coverage") for line in lines)
     coverage = float(next(line for line in lines if line.startswith("test:")).split()[2][:-1])
     assert 0.0 <= coverage <= 1.0

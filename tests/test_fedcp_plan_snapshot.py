@@ -9,14 +9,14 @@ through the public :func:`~privconf_sklearn.federated.make_plan` and compared by
 byte; the "fast" entries (FedCP-QQ for equal sizes or two agents) run in the
 default selection, all of them under ``slow``.
 
-``tests/data/fedcp_plan_snapshot_changes.json`` lists the 20 plans the bounded planner
+``tests/data/fedcp_plan_snapshot_changes.json`` lists the 28 plans the bounded planner
 makes differently, each with its new digest and reason (``tools/fedcp_plan_snapshot.py
---changes``): the unequal-size rank search ran out of its work budget (9, a certified
-bound at most 2.1e-5 larger); its fast values, now computed on each server rank's own
-window, differ in the last bits and sent the local search another way among
-configurations of almost equal coverage (3 the same or a better bound, 6 at most
-2.6e-6 larger); or a plan was infeasible because a fast value sat just below the level
-and the next configuration is now certified (2).
+--changes``): the unequal-size rank search ran out of its work budget (17, 23 to 50
+agents, a certified bound at most 3.7e-5 larger); its fast values, now computed on each
+server rank's own window, differ in the last bits and sent the local search another
+way among configurations of almost equal coverage (3 the same or a better bound, 6 at
+most 2.6e-6 larger); or a plan was infeasible because a fast value sat just below the
+level and the next configuration is now certified (2).
 """
 
 import hashlib

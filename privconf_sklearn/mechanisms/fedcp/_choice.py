@@ -13,7 +13,7 @@ states the rules.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -264,12 +264,19 @@ def _searched_choice(sizes, request: _Request, anchor: PrivateChoice):
     return min(options, key=lambda option: (option[0], option[1].n_bins))[1], complete
 
 
-def _thresholded_choices(sizes, request: _Request, thresholds) -> list[PrivateChoice]:
-    """The equal-size choices at these thresholds (:func:`~._search.thresholded_table`)."""
+def _thresholded_choices(sizes, request: _Request, thresholds, anchor) -> list[PrivateChoice]:
+    """The equal-size choices at these thresholds (:func:`~._search.thresholded_table`).
+
+    At the smallest size every agent is kept (``gamma`` and ``B`` as for equal sizes);
+    at a larger threshold ``gamma`` is the anchor's (one frontier search), ``B`` chosen
+    again.
+    """
     found = []
     for size in thresholds:
         kept = sum(n >= size for n in sizes)
-        choice = _equal_choice(kept, size, request, len(sizes))
+        fixed = anchor is not None and kept < len(sizes)
+        at = replace(request, gammas=(anchor.gamma,)) if fixed else request
+        choice = _equal_choice(kept, size, at, len(sizes))
         if choice is not None:
             table = thresholded_table(sizes, size, choice.table)
             found.append(request.choice(choice.gamma, choice.n_bins, table, len(sizes)))
@@ -290,12 +297,12 @@ def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
     if anchor is None and _equal_choice(m, max(sizes), request, m) is not None:
         size = smallest_feasible_size(lambda n: _equal_choice(m, n, request, m) is not None)
         anchor = _equal_choice(m, size, request, m)
-    searched, complete = (
-        (None, True) if anchor is None else _searched_choice(sizes, request, anchor)
-    )
+    searched, complete = None, True
+    if anchor is not None:
+        searched, complete = _searched_choice(sizes, request, anchor)
     thresholds = [min(sizes)] if complete else threshold_sizes(sizes)
     candidates = [] if searched is None else [searched]
-    candidates += _thresholded_choices(sizes, request, thresholds)
+    candidates += _thresholded_choices(sizes, request, thresholds, anchor)
     return min(candidates, key=lambda c: c.lower_bound(request.alpha), default=None)
 
 

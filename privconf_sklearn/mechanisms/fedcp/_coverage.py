@@ -89,9 +89,9 @@ _BERNOULLI_STEPS = 8
 _BLOCK = 4096
 
 #: Work charged, in the cells of :class:`WorkBudget`, per Poisson-binomial step besides
-#: its cells (the call itself), and per node of a new ``G_j`` (two incomplete beta
-#: functions, about a hundred cells' time).
-CALL_CELLS, G_CELLS = 2000, 100
+#: its cells (the call itself, about 8 us), and per node of a new ``G_j`` (two incomplete
+#: beta functions, about 280 ns; a cell takes about 2 ns).
+CALL_CELLS, G_CELLS = 4000, 140
 
 
 class OverBudget(Exception):
@@ -510,29 +510,48 @@ class FastColumns:
             self._cache[key] = self._evaluate(*key)
         return self._cache[key]
 
-    def _evaluate(self, local_ranks: tuple[int, ...], k: int) -> float:
+    def _plan(self, local_ranks: tuple[int, ...], k: int):
+        """Mesh ``(width, first, last)``, the steps ``(key, count, p0, p1)`` and their cost.
+
+        None when fewer than ``k`` messages are finite (``M_k = 1``).
+        """
         groups = _finite_groups(self.agent_sizes, local_ranks)
         if k > sum(groups.values()):
-            return 1.0
+            return None
         windows = sorted(self._window(*key) for key in groups for _ in range(groups[key]))
         start, stop = windows[k - 1][0], sorted(high for _, high, _ in windows)[k - 1]
         width = 2.0 ** math.floor(math.log2(8.0 * min(spread for _, _, spread in windows)))
         first, last = math.floor(start / width), math.floor(stop / width)
-        nodes = (last - first + 1) * PANEL_NODES
-        below = np.zeros((nodes, k))
-        below[:, 0] = 1.0
-        sure = np.zeros(nodes, dtype=np.int64)  # agents whose window is left of the node
         steps, cost = [], 0.0
         for (size, rank), count in groups.items():
             low, high, _ = self._window(size, rank)
-            sure[max(math.floor(high / width) + 1 - first, 0) * PANEL_NODES :] += count
             p0, p1 = max(math.floor(low / width), first), min(math.floor(high / width), last)
             if p0 <= p1:
                 key = (width, size, rank)
                 steps.append((key, count, p0, p1))
                 cost += CALL_CELLS + (p1 - p0 + 1) * PANEL_NODES * _cells([count], k)
                 cost += self._missing(key, p0, p1) * PANEL_NODES * G_CELLS
+        return (width, first, last), steps, cost
+
+    def cost(self, local_ranks, k: int) -> float:
+        """The cells :meth:`__call__` would charge for these ranks (0 when cached)."""
+        key = (tuple(int(r) for r in local_ranks), int(k))
+        found = None if key in self._cache else self._plan(*key)
+        return 0.0 if found is None else found[2]
+
+    def _evaluate(self, local_ranks: tuple[int, ...], k: int) -> float:
+        found = self._plan(local_ranks, k)
+        if found is None:
+            return 1.0
+        (width, first, last), steps, cost = found
         self.budget.spend(cost)
+        nodes = (last - first + 1) * PANEL_NODES
+        below = np.zeros((nodes, k))
+        below[:, 0] = 1.0
+        sure = np.zeros(nodes, dtype=np.int64)  # agents whose window is left of the node
+        for (size, rank), count in _finite_groups(self.agent_sizes, local_ranks).items():
+            high = self._window(size, rank)[1]
+            sure[max(math.floor(high / width) + 1 - first, 0) * PANEL_NODES :] += count
         for key, count, p0, p1 in steps:
             rows = slice((p0 - first) * PANEL_NODES, (p1 + 1 - first) * PANEL_NODES)
             below[rows] = _truncated_add(below[rows], count, *self._g(key, p0, p1))

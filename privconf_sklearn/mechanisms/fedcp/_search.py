@@ -49,12 +49,8 @@ __all__ = [
 ]
 
 #: Work budgets of one unequal-size search and of certifying its results, in the cells of
-#: :class:`~._coverage.WorkBudget` (about 1 and 0.5 s of CPU on the benchmarks' loaded
-#: two-core machine).
-SEARCH_CELLS, CERTIFY_CELLS = 3e8, 2e8
-
-#: Shares of the agents a thresholded plan keeps (see :func:`threshold_sizes`).
-THRESHOLD_SHARES = (1.0, 0.75, 0.5, 0.25)
+#: :class:`~._coverage.WorkBudget` (about 2 ns each: 0.5 and 0.4 s of CPU).
+SEARCH_CELLS, CERTIFY_CELLS = 2.5e8, 2e8
 
 
 @dataclass(frozen=True)
@@ -327,6 +323,11 @@ class _Family:
     def value(self, index) -> float:
         return self.columns(self.ranks(index), self.k)
 
+    def start_cost(self) -> float:
+        """About the work of :meth:`start`: one evaluation per step of its bisection."""
+        steps = math.log2(float(np.sum(self.counts * (self.sizes + 1)))) + 2
+        return self.columns.cost(self.ranks(self.at(0.5)), self.k) * steps
+
     def finite(self, index) -> int:
         """Number of agents sending a finite message at ``index``."""
         over = np.maximum(np.asarray(index) - self.counts * np.minimum(self.limits, self.sizes), 0)
@@ -517,8 +518,12 @@ def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
 
     try:
         for k in _server_ranks(sizes, level):
-            families.append(_Family(sizes, max_ranks, columns, k, float(level)))
-            families[-1].start()
+            family = _Family(sizes, max_ranks, columns, k, float(level))
+            if family.start_cost() > columns.budget.left:  # it would be cut: do not start
+                columns.budget.exhausted = True
+                break
+            families.append(family)
+            family.start()
         refined = _REFINED_SERVER_RANKS if len(sizes) <= _REFINED_AGENTS else 0
         for _, _, family, index in found()[:refined]:
             family.descend(family.staircase(family.descend(index)))
@@ -547,9 +552,13 @@ def _certified(family: _Family, index, fast: float, level: Fraction, budget: Wor
 
 
 def threshold_sizes(sizes: tuple[int, ...]) -> list[int]:
-    """The sizes ``s`` held by at least ``ceil(share m)`` agents, for each threshold share."""
-    ordered = sorted(sizes, reverse=True)
-    return sorted({ordered[math.ceil(share * len(sizes)) - 1] for share in THRESHOLD_SHARES})
+    """The smallest size, and the size ``s`` keeping the most scores, ``s #{n_j >= s}``.
+
+    Ties go to the smaller size (more agents).
+    """
+    ordered = np.sort(np.asarray(sizes))
+    kept = ordered * (ordered.size - np.arange(ordered.size))  # s times #{n_j >= s}
+    return sorted({int(ordered[0]), int(ordered[np.argmax(kept)])})
 
 
 def thresholded_table(sizes: tuple[int, ...], size: int, table: Table) -> Table:

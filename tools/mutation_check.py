@@ -224,10 +224,28 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "fedcp2-correction-half-log",
         "privconf_sklearn/mechanisms/fedcp/_correction.py",
-        "    log_term = math.log((n_bins - 1) / delta)\n    room = n_samples - local_rank",
-        "    log_term = math.log((n_bins - 1) / delta) / 2\n    room = n_samples - local_rank",
+        "        log_term = math.log((n_bins - 1) / delta)\n        room = n_samples - rank",
+        "        log_term = math.log((n_bins - 1) / delta) / 2\n        room = n_samples - rank",
         ("tests/test_fedcp.py",),
         "FedCP2-QQ rank correction from half the exponential mechanism's tail",
+    ),
+    Mutant(
+        "fedcp2-record-moving-between-agents-free",
+        "privconf_sklearn/mechanisms/fedcp/_server.py",
+        'adjacency="add/remove",',
+        'adjacency="replace-one and add/remove",',
+        ("tests/test_fedcp.py",),
+        "FedCP2-QQ states epsilon under replace-one: a record moving between agents changes "
+        "two messages (2 epsilon)",
+    ),
+    Mutant(
+        "fedcp-thresholded-plan-keeps-small-agents",
+        "privconf_sklearn/mechanisms/fedcp/_search.py",
+        "    kept = [n >= size for n in sizes]",
+        "    kept = [n >= 1 for n in sizes]",
+        ("tests/test_fedcp_unequal.py",),
+        "a cut search's thresholded plan gives agents below the threshold a rank they "
+        "cannot serve instead of the top of the range",
     ),
     Mutant(
         "federated-server-ignores-digest",

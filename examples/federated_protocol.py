@@ -162,7 +162,8 @@ def run_server(sizes, alpha, epsilon, n_bins) -> None:
     print(
         f"server: threshold {calibration.threshold:.4f}, coverage >= "
         f"{calibration.coverage_lower_bound:.4f}, privacy {privacy.notion} "
-        f"epsilon = {privacy.epsilon:g} per agent"
+        f"epsilon = {privacy.epsilon:g} per agent (the server's view: {privacy.epsilon:g} "
+        f"under add/remove, {privacy.under('replace-one').epsilon:g} under replace-one)"
     )
     X_test, y_test = make_two_gaussians(5000, random_state=999)
     probabilities = public_model().predict_proba(X_test)

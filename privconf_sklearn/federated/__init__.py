@@ -1,7 +1,8 @@
 """One-shot federated calibration (Humbert et al. 2023, FedCP-QQ and FedCP2-QQ) as a protocol.
 
-A thin JSON transport over the FedCP mathematics of :mod:`privconf_sklearn.mechanisms`
-(the same functions :class:`~privconf_sklearn.mechanisms.FedCPQQ` and
+A thin JSON transport over the public functions of
+:mod:`privconf_sklearn.mechanisms.fedcp` (the same functions
+:class:`~privconf_sklearn.mechanisms.FedCPQQ` and
 :class:`~privconf_sklearn.mechanisms.FedCP2QQ` run in one process):
 
 1. the server calls :func:`make_plan` on public quantities (agent sizes, ``alpha`` and,
@@ -20,7 +21,7 @@ See ``examples/federated_protocol.py`` for three agent processes and a server ta
 over a socket on 127.0.0.1.
 """
 
-from ..mechanisms._fedcp_plan import (
+from ..mechanisms.fedcp import (
     BIN_GRID,
     GAMMA_GRID,
     FedCP2QQPlan,
@@ -28,8 +29,8 @@ from ..mechanisms._fedcp_plan import (
     FederatedPlan,
     even_sizes,
     make_plan,
+    plan_privacy,
 )
-from ..mechanisms._fedcp_server import plan_privacy
 from ._protocol import agent_message, agent_message_log_probabilities, aggregate
 from ._wire import PROTOCOL_VERSION, plan_digest, plan_from_dict, plan_to_dict, verified_plan
 

@@ -1,6 +1,6 @@
 """The three steps of the one-round protocol, with JSON-ready inputs and outputs.
 
-1. The server makes the plan (:func:`~privconf_sklearn.mechanisms._fedcp_plan.make_plan`)
+1. The server makes the plan (:func:`~privconf_sklearn.mechanisms.fedcp.make_plan`)
    and sends :func:`~._wire.plan_to_dict` to every agent.
 2. Each agent calls :func:`agent_message`: cheap checks first (its budget, the plan's
    format and digest, its own size and entries, its scores), then one release of its
@@ -13,23 +13,29 @@
 
 from __future__ import annotations
 
-import math
+import sys
 from typing import Any
 
 import numpy as np
 
 from .._random import check_noise_source
 from .._validation import check_unit_scores
-from ..mechanisms._base import Calibration
-from ..mechanisms._fedcp_agent import agent_log_probabilities, agent_release
-from ..mechanisms._fedcp_plan import FedCP2QQPlan, FedCPQQPlan, FederatedPlan
-from ..mechanisms._fedcp_server import release_calibration
+from ..mechanisms import Calibration
+from ..mechanisms.fedcp import (
+    FedCP2QQPlan,
+    FedCPQQPlan,
+    FederatedPlan,
+    agent_log_probabilities,
+    agent_release,
+    release_calibration,
+)
 from ._wire import (
     PROTOCOL_VERSION,
     message_fields,
     plan_digest,
     plan_from_dict,
     plan_to_dict,
+    shown,
     verified_plan,
 )
 
@@ -45,10 +51,9 @@ def _check_budget(max_epsilon) -> float | None:
         raise TypeError(
             f"max_epsilon must be None or a positive number; got {type(max_epsilon).__name__}."
         )
-    value = float(max_epsilon)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"max_epsilon must be a finite number > 0; got {max_epsilon!r}.")
-    return value
+    if not 0 < max_epsilon <= sys.float_info.max:  # NaN, infinity and huge integers fail
+        raise ValueError(f"max_epsilon must be a finite number > 0; got {shown(max_epsilon)}.")
+    return float(max_epsilon)
 
 
 def _received_plan(plan) -> FederatedPlan:
@@ -67,7 +72,7 @@ def _received_plan(plan) -> FederatedPlan:
 
 def _check_agent(plan: FederatedPlan, agent) -> int:
     if isinstance(agent, bool) or not isinstance(agent, int | np.integer):
-        raise TypeError(f"agent must be an integer index; got {agent!r}.")
+        raise TypeError(f"agent must be an integer index; got {shown(agent)}.")
     if not 0 <= agent < plan.n_agents:
         raise ValueError(f"agent must be in 0..{plan.n_agents - 1}; got {agent}.")
     return int(agent)
@@ -198,29 +203,26 @@ def agent_message_log_probabilities(scores, plan, agent: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------- server
-def _field(message: dict, name: str, agent_text: str):
-    return message[name], f"{agent_text}field {name!r}"
+def _is_int(value) -> bool:
+    """An exact JSON integer: ``int`` and not ``bool`` (``2.0`` is not an integer)."""
+    return type(value) is int
 
 
-def _check_message(message, plan: FederatedPlan, digest: str, position: int) -> tuple[int, float]:
-    """Strictly validate one message; returns ``(agent, value)``."""
+def _check_header(message, plan: FederatedPlan, digest: str, position: int) -> None:
+    """The dict, its exact keys, protocol, version (an exact int) and plan digest."""
     if not isinstance(message, dict):
         raise TypeError(f"Message {position} must be a dict; got {type(message).__name__}.")
-    expected = set(message_fields(plan))
-    keys = set(message)
+    expected, keys = set(message_fields(plan)), set(message)
     if keys != expected:
         raise ValueError(
             f"Message {position} does not have the {plan.protocol} fields: missing "
             f"{sorted(expected - keys)}, unknown {sorted(map(str, keys - expected))}."
         )
-    if (
-        message["protocol"] != plan.protocol
-        or message["version"] != PROTOCOL_VERSION
-        or isinstance(message["version"], bool)
-    ):
+    version = message["version"]
+    if message["protocol"] != plan.protocol or not _is_int(version) or version != PROTOCOL_VERSION:
         raise ValueError(
             f"Message {position} is not a {plan.protocol} v{PROTOCOL_VERSION} message "
-            f"(protocol {message['protocol']!r}, version {message['version']!r})."
+            f"(protocol {message['protocol']!r}, version {version!r}: an integer is required)."
         )
     if message["plan_digest"] != digest:
         raise ValueError(
@@ -228,42 +230,44 @@ def _check_message(message, plan: FederatedPlan, digest: str, position: int) -> 
             f"{str(message['plan_digest'])[:16]}..., this round's plan {digest[:16]}...): "
             "refusing it."
         )
-    agent = message["agent"]
-    if isinstance(agent, bool) or not isinstance(agent, int) or not 0 <= agent < plan.n_agents:
-        raise ValueError(f"Message {position} has an invalid agent index {agent!r}.")
-    n_samples = message["n_samples"]
-    if (
-        isinstance(n_samples, bool)
-        or not isinstance(n_samples, int)
-        or n_samples != plan.agent_sizes[agent]
-    ):
-        raise ValueError(
-            f"Agent {agent} reports {n_samples!r} scores; the plan has {plan.agent_sizes[agent]}."
-        )
+
+
+def _check_release(message: dict, plan: FederatedPlan, agent: int) -> float:
+    """The value in [0, 1], ``read_data`` as the plan says, and a FedCP2-QQ edge."""
     value = message["value"]
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"Agent {agent} sent value {value!r}, not a number in [0, 1].")
-    if not isinstance(message["read_data"], bool) or message["read_data"] == plan.sends_top(agent):
+        raise ValueError(f"Agent {agent} sent value {shown(value)}, not a number in [0, 1].")
+    top = plan.sends_top(agent)
+    if not isinstance(message["read_data"], bool) or message["read_data"] == top:
         raise ValueError(
             f"Agent {agent} sent read_data={message['read_data']!r}; under this plan it "
-            f"{'sends the top without reading' if plan.sends_top(agent) else 'reads'} its data."
+            f"{'sends the top without reading' if top else 'reads'} its data."
         )
     if isinstance(plan, FedCP2QQPlan):
         edge = message["bin"]
-        valid = (
-            not isinstance(edge, bool)
-            and isinstance(edge, int)
-            and 1 <= edge <= plan.n_bins
-            and value == edge / plan.n_bins
-        )
-        if not valid:
+        if not (_is_int(edge) and 1 <= edge <= plan.n_bins and value == edge / plan.n_bins):
             raise ValueError(
-                f"Agent {agent} sent bin {edge!r} and value {value!r}: a FedCP2-QQ message is "
-                f"an edge b / {plan.n_bins} with b in 1..{plan.n_bins}."
+                f"Agent {agent} sent bin {shown(edge)} and value {shown(value)}: a FedCP2-QQ "
+                f"message is an edge b / {plan.n_bins} with b in 1..{plan.n_bins}."
             )
-    if plan.sends_top(agent) and value != 1.0:
+    if top and value != 1.0:
         raise ValueError(f"Agent {agent} must send the top of the range (1.0) under this plan.")
-    return agent, float(value)
+    return float(value)
+
+
+def _check_message(message, plan: FederatedPlan, digest: str, position: int) -> tuple[int, float]:
+    """Strictly validate one message; returns ``(agent, value)``."""
+    _check_header(message, plan, digest, position)
+    agent = message["agent"]
+    if not (_is_int(agent) and 0 <= agent < plan.n_agents):
+        raise ValueError(f"Message {position} has an invalid agent index {shown(agent)}.")
+    n_samples = message["n_samples"]
+    if not (_is_int(n_samples) and n_samples == plan.agent_sizes[agent]):
+        raise ValueError(
+            f"Agent {agent} reports {shown(n_samples)} scores; the plan has "
+            f"{plan.agent_sizes[agent]}."
+        )
+    return agent, _check_release(message, plan, agent)
 
 
 def aggregate(plan, messages) -> Calibration:

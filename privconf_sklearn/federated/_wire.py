@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from ..mechanisms._fedcp_plan import (
+from ..mechanisms.fedcp import (
+    AGENT_SCALINGS,
     FEDCP2_QQ,
     FEDCP_QQ,
     MAX_AGENT_SIZE,
@@ -40,6 +42,7 @@ __all__ = [
     "plan_digest",
     "plan_from_dict",
     "plan_to_dict",
+    "shown",
     "verified_plan",
 ]
 
@@ -95,6 +98,13 @@ def plan_to_dict(plan: FederatedPlan) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------- typed fields
+def shown(value) -> str:
+    """``repr(value)``, or the size of an integer too large to print in an error."""
+    if isinstance(value, int) and abs(value) > 10**30:
+        return f"an integer of about 10^{value.bit_length() * 0.30103:.0f}"
+    return repr(value)
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -107,20 +117,21 @@ def _integer(name: str, value, low: int, high: int) -> int:
     if not _is_int(value):
         raise TypeError(f"plan field {name!r} must be an integer; got {type(value).__name__}.")
     if not low <= value <= high:
-        raise ValueError(f"plan field {name!r} must lie in [{low}, {high}]; got {value}.")
+        raise ValueError(f"plan field {name!r} must lie in [{low}, {high}]; got {shown(value)}.")
     return value
 
 
 def _real(name: str, value, low: float, high: float, *, open_low=False) -> float:
+    """A finite JSON number in the range (any integer or float; compared before conversion)."""
     if not _is_real(value):
         raise TypeError(f"plan field {name!r} must be a number; got {type(value).__name__}.")
-    value = float(value)
-    if not math.isfinite(value) or not (low < value if open_low else low <= value) or value > high:
+    inside = (low < value if open_low else low <= value) and value <= min(high, sys.float_info.max)
+    if not inside:  # NaN and infinities too
         bracket = "(" if open_low else "["
         raise ValueError(
-            f"plan field {name!r} must lie in {bracket}{low:g}, {high:g}]; got {value!r}."
+            f"plan field {name!r} must lie in {bracket}{low:g}, {high:g}]; got {shown(value)}."
         )
-    return value
+    return float(value)
 
 
 def _boolean(name: str, value) -> bool:
@@ -216,13 +227,14 @@ def _parse_qq(data: dict[str, Any]) -> FedCPQQPlan:
     return FedCPQQPlan(**values)
 
 
-def _check_paper_levels(levels: tuple[float, ...], releases: tuple[bool, ...]) -> None:
-    """Paper-scaling levels ``q = max((l + c) / n, 1/2) < 1`` (its sensitivity needs q < 1)."""
+def _check_levels(levels: tuple[float, ...], releases: tuple[bool, ...], scaling: str) -> None:
+    """Each releasing agent's level is one its scaling is epsilon-DP at (paper: q < 1)."""
+    strategy = AGENT_SCALINGS[scaling]
     for agent, (level, release) in enumerate(zip(levels, releases, strict=True)):
-        if release and not 0.5 <= level < 1.0:
+        if release and not strategy.valid_level(level):
             raise ValueError(
-                f"plan field 'local_levels[{agent}]' must lie in [0.5, 1) under the paper "
-                f"scaling (q = max((l + c) / n, 1/2) < 1); got {level!r}."
+                f"plan field 'local_levels[{agent}]' must lie in {strategy.levels} under the "
+                f"{scaling} scaling; got {level!r}."
             )
 
 
@@ -232,8 +244,10 @@ def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
     per_agent = len(values["sample_sizes"])
     values["epsilon"] = _real("epsilon", data["epsilon"], 0.0, math.inf, open_low=True)
     scaling = _text("scaling", data["scaling"])
-    if scaling not in ("tight", "paper"):
-        raise ValueError(f"plan field 'scaling' must be 'tight' or 'paper'; got {scaling!r}.")
+    if scaling not in AGENT_SCALINGS:
+        raise ValueError(
+            f"plan field 'scaling' must be one of {sorted(AGENT_SCALINGS)}; got {scaling!r}."
+        )
     values["scaling"] = scaling
     values["n_bins_request"] = _auto_or(
         "n_bins_request", data["n_bins_request"], lambda n, v: _integer(n, v, 2, MAX_BINS)
@@ -257,8 +271,7 @@ def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
         _real(f"local_levels[{i}]", v, 0.0, 1.0, open_low=release)
         for i, (v, release) in enumerate(zip(levels, values["releases"], strict=True))
     )
-    if scaling == "paper":
-        _check_paper_levels(values["local_levels"], values["releases"])
+    _check_levels(values["local_levels"], values["releases"], scaling)
     values["table_coverage"] = _real("table_coverage", data["table_coverage"], 0.0, 1.0)
     values["coverage_lower_bound"] = _real(
         "coverage_lower_bound", data["coverage_lower_bound"], 0.0, 1.0

@@ -575,5 +575,9 @@ def test_example_runs_three_agent_processes_and_a_server():
     assert any("privacy local epsilon = 2 per agent" in line for line in lines)
     assert any("2 under add/remove, 4 under replace-one" in line for line in lines)
     assert any(line.startswith("test: coverage") for line in lines)
+    # The same plan under a new round id, then a non-private plan: every agent refuses.
+    assert sum("refused: This agent already answered this plan" in line for line in lines) == 3
+    assert sum("refused: The plan is FedCP-QQ, which sends an exact" in line for line in lines) == 3
+    assert "ledgers: spent [2.0, 2.0, 2.0] of 3 each (read back from the agents' files)" in lines
     coverage = float(next(line for line in lines if line.startswith("test:")).split()[2][:-1])
     assert 0.0 <= coverage <= 1.0

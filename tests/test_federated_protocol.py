@@ -571,7 +571,7 @@ def test_example_runs_three_agent_processes_and_a_server():
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert sum(line.startswith("server: agent ") for line in lines) == 3
+    assert sum(line.startswith("server: agent ") and " sent " in line for line in lines) == 3
     assert any("privacy local epsilon = 2 per agent" in line for line in lines)
     assert any("2 under add/remove, 4 under replace-one" in line for line in lines)
     assert any(line.startswith("test: coverage") for line in lines)

@@ -16,14 +16,15 @@ Run:  python -m benchmarks.bench_fedcp_table [--quick] [--repeats 1]
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import pkgutil
 import statistics
 import time
 import tracemalloc
 
 from privconf_sklearn.federated import make_plan
-from privconf_sklearn.mechanisms import _fedcp_coverage, _fedcp_plan, _fedcp_search
-from privconf_sklearn.mechanisms._gauss_legendre import unit_gauss_legendre
+from privconf_sklearn.mechanisms import fedcp
 
 ALPHA = 0.1
 #: (m, n, epsilon): FedCP-QQ (epsilon None) and FedCP2-QQ plans.
@@ -43,30 +44,27 @@ QUICK = {(100, 10, None), (10, 100, None), (10, 240, 1.0)}
 TARGET_SECONDS = {None: 2.0, 1.0: 1.0}
 
 
+def _caches(plans_only: bool) -> list:
+    """The ``lru_cache`` functions of the FedCP modules (the plan modules' only if asked)."""
+    found = []
+    for module in pkgutil.iter_modules(fedcp.__path__, fedcp.__name__ + "."):
+        if plans_only and not module.name.endswith(("._plan", "._choice")):
+            continue
+        for value in vars(importlib.import_module(module.name)).values():
+            if callable(getattr(value, "cache_clear", None)):
+                found.append(value)
+    return found
+
+
 def clear_plans() -> None:
-    """Forget plans (the warm state: node and frontier caches kept)."""
-    for cached in (
-        _fedcp_plan.plan_fedcp_qq,
-        _fedcp_plan.plan_fedcp2_qq,
-        _fedcp_plan._private_choice,
-        _fedcp_plan.min_informative_size,
-    ):
+    """Forget plans (the warm state: node, coverage and frontier caches kept)."""
+    for cached in _caches(plans_only=True):
         cached.cache_clear()
 
 
 def clear_caches() -> None:
     """Forget everything the plan machinery caches (the cold state)."""
-    clear_plans()
-    for cached in (
-        _fedcp_search.qq_frontier,
-        _fedcp_search.unequal_orders,
-        _fedcp_coverage.certify_equal,
-        _fedcp_coverage.exact_coverage_column,
-        _fedcp_coverage.unequal_coverage_column,
-        _fedcp_coverage._server_window,
-        _fedcp_coverage._panel_nodes,
-        unit_gauss_legendre,
-    ):
+    for cached in _caches(plans_only=False):
         cached.cache_clear()
 
 

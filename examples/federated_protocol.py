@@ -11,26 +11,34 @@ score.
 1. Each agent connects to the server on 127.0.0.1 and announces its (public) number
    of calibration rows.
 2. The server makes the plan from public quantities only
-   (:func:`privconf_sklearn.federated.make_plan`) and sends it as JSON
-   (:func:`privconf_sklearn.federated.plan_to_dict`: with the protocol version and a
-   digest of its content).
-3. Each agent checks the plan cheaply (format, digest, its own size, its budget),
-   computes its conformity scores with the public model, runs
+   (:func:`privconf_sklearn.federated.make_plan`) and opens a round: it sends the plan
+   as JSON (:func:`privconf_sklearn.federated.plan_to_dict`: with the protocol version,
+   a fresh random round id and a digest of the content).
+3. Each agent keeps its own privacy ledger in a JSON file
+   (:class:`privconf_sklearn.federated.AgentLedger`, total budget ``--budget``), checks
+   the plan cheaply (format, digest, its own size), reserves the message's epsilon on
+   its ledger (refusing a round or plan already answered, or a message beyond the
+   budget), computes its conformity scores with the public model, runs
    :func:`privconf_sklearn.federated.agent_message` (epsilon-DP in its rows, noise from
    the operating system's cryptographic source) and sends the message, bound to the
-   plan's digest: the only data-dependent communication.
+   round and the plan: the only data-dependent communication. A non-private plan is
+   answered only with ``--non-private`` (``allow_non_private=True``).
 4. The server calls :func:`privconf_sklearn.federated.aggregate`, which re-derives the
-   plan from its public inputs and refuses any plan or message that does not match,
-   and prints the threshold and its guarantees, then the coverage of the resulting
-   prediction sets on public test data.
+   plan from its public inputs and refuses any plan or message that does not match
+   (another plan, another round, a duplicate), and prints the threshold and its
+   guarantees, then the coverage of the resulting prediction sets on public test data.
+   Then the server tries two more rounds: the same plan under a new round id, and a
+   non-private (FedCP-QQ) plan. Every agent refuses both: its ledger has answered the
+   first, and it sends no exact score unless its owner allows it.
 
 The model is "public": every process fits the same logistic regression on the same
 public training rows. Scores are LAC scores ``1 - p_y``, already in [0, 1].
 
 Run: ``python examples/federated_protocol.py`` (options ``--sizes 400 600 800``,
-``--epsilon 2``, ``--n-bins auto``, ``--alpha 0.1``, ``--non-private``). The defaults
-are small so that the run takes a few seconds. The documentation shows this script
-without running it (it starts processes and a server);
+``--epsilon 2``, ``--budget 3``, ``--n-bins auto``, ``--alpha 0.1``, ``--non-private``,
+``--ledger-dir DIR``: where the agents' ledger files go, a temporary directory by
+default). The defaults are small so that the run takes a few seconds. The
+documentation shows this script without running it (it starts processes and a server);
 ``tests/test_federated_protocol.py`` runs it.
 """
 
@@ -40,12 +48,15 @@ import argparse
 import json
 import multiprocessing
 import socket
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.federated import (
+    AgentLedger,
     FedCP2QQPlan,
     agent_message,
     aggregate,
@@ -80,24 +91,35 @@ def receive(stream) -> dict:
     return json.loads(line)
 
 
-def run_agent(agent: int, n_rows: int, port: int, max_epsilon) -> None:
-    """One agent: private rows (simulation seed 100 + agent), one message.
+def run_agent(agent: int, n_rows: int, port: int, options: dict) -> None:
+    """One agent: private rows (simulation seed 100 + agent), one message per round.
 
-    The agent refuses a plan that asks for more than its own budget ``max_epsilon``,
-    is malformed, or was made for another size than the agent's.
+    Its ledger file (budget ``options["budget"]``) survives the process; the agent
+    refuses a malformed plan, a plan made for another size than its own, a non-private
+    plan unless allowed, a round or plan already answered, or a message beyond its
+    budget, and says why instead of sending a message.
     """
     X, y = make_two_gaussians(n_rows, random_state=100 + agent)
     scores = lac_scores(public_model(), X, y)
+    path = Path(options["ledger_dir"]) / f"agent-{agent}.json"
+    ledger = AgentLedger(options["budget"], path=path)
     with socket.create_connection((HOST, port), timeout=TIMEOUT_SECONDS) as connection:
         stream = connection.makefile("r")
         send(connection, {"type": "hello", "agent": agent, "n_samples": int(scores.shape[0])})
-        plan = receive(stream)["plan"]
-        if plan["feasible"]:
-            # random_state=None: noise from the operating system's cryptographic source.
-            message = agent_message(scores, plan, agent, max_epsilon=max_epsilon)
+        for _ in range(options["rounds"]):
+            plan = receive(stream)["plan"]
+            if not plan["feasible"]:
+                send(connection, {"type": "no-message", "agent": agent})
+                continue
+            try:
+                # random_state=None: noise from the operating system's cryptographic source.
+                message = agent_message(
+                    scores, plan, agent, ledger=ledger, allow_non_private=options["non_private"]
+                )
+            except ValueError as refusal:
+                send(connection, {"type": "refusal", "agent": agent, "reason": str(refusal)})
+                continue
             send(connection, {"type": "message", "message": message})
-        else:
-            send(connection, {"type": "no-message", "agent": agent})
 
 
 def describe(plan) -> str:
@@ -113,31 +135,49 @@ def describe(plan) -> str:
     return f"{plan.protocol}, local ranks {list(plan.local_ranks)}, server rank {plan.server_rank}"
 
 
-def one_round(listener: socket.socket, n_agents: int, alpha, epsilon, n_bins):
-    """Hellos in, plan out, messages in; returns the plan and the messages."""
+def accept_agents(listener: socket.socket, n_agents: int) -> dict:
+    """Every agent's connection, stream and announced size, by agent index."""
     connections = {}
+    for _ in range(n_agents):
+        connection, _ = listener.accept()
+        connection.settimeout(TIMEOUT_SECONDS)
+        stream = connection.makefile("r")
+        hello = receive(stream)
+        connections[hello["agent"]] = (connection, stream, hello["n_samples"])
+    return connections
+
+
+def one_round(connections: dict, wire: dict) -> list[dict]:
+    """The plan of one round out, the agents' replies in."""
+    for connection, _, _ in connections.values():
+        send(connection, {"type": "plan", "plan": wire})
+    return [receive(stream) for _, stream, _ in connections.values()]
+
+
+def serve(listener: socket.socket, n_agents: int, alpha, epsilon, n_bins):
+    """Hellos in; round 1 (answered); the same plan again and a non-private plan (refused)."""
+    connections = accept_agents(listener, n_agents)
     try:
-        for _ in range(n_agents):
-            connection, _ = listener.accept()
-            connection.settimeout(TIMEOUT_SECONDS)
-            stream = connection.makefile("r")
-            hello = receive(stream)
-            connections[hello["agent"]] = (connection, stream, hello["n_samples"])
         announced = [connections[j][2] for j in range(n_agents)]
         plan = make_plan(announced, alpha, epsilon=epsilon, n_bins=n_bins)
         print(f"server: agents announced sizes {announced}; plan: {describe(plan)}")
-        for connection, _, _ in connections.values():
-            send(connection, {"type": "plan", "plan": plan_to_dict(plan)})
-        replies = [receive(stream) for _, stream, _ in connections.values()]
+        wire = plan_to_dict(plan)  # a fresh round id
+        replies = one_round(connections, wire)
+        again = one_round(connections, plan_to_dict(plan))  # same plan, new round id
+        exact = plan_to_dict(make_plan(announced, alpha))  # FedCP-QQ: exact scores
+        again += one_round(connections, exact)
     finally:
         for connection, stream, _ in connections.values():
             stream.close()
             connection.close()
-    return plan, [reply["message"] for reply in replies if reply["type"] == "message"]
+    for reply in sorted(replies + again, key=lambda reply: reply.get("agent", -1)):
+        if reply["type"] == "refusal":
+            print(f"server: agent {reply['agent']} refused: {reply['reason'].split(':')[0]}")
+    return wire, [reply["message"] for reply in replies if reply["type"] == "message"]
 
 
-def run_server(sizes, alpha, epsilon, n_bins) -> None:
-    """The server: plan, one round of messages, release, evaluation on public data."""
+def run_server(sizes, alpha, epsilon, n_bins, agent_options) -> None:
+    """The server: plan, two rounds, release, evaluation on public data."""
     # Separate agent processes (forked where available: no re-import, fast start).
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -145,30 +185,38 @@ def run_server(sizes, alpha, epsilon, n_bins) -> None:
         listener.settimeout(TIMEOUT_SECONDS)
         port = listener.getsockname()[1]
         agents = [
-            context.Process(target=run_agent, args=(j, n, port, epsilon))
+            context.Process(target=run_agent, args=(j, n, port, agent_options))
             for j, n in enumerate(sizes)
         ]
         for process in agents:
             process.start()
         try:
-            plan, messages = one_round(listener, len(sizes), alpha, epsilon, n_bins)
+            wire, messages = serve(listener, len(sizes), alpha, epsilon, n_bins)
         finally:
             for process in agents:
                 process.join(timeout=TIMEOUT_SECONDS)
+    if not messages:
+        print("server: no messages (infeasible plan or every agent refused)")
+        return
     for message in sorted(messages, key=lambda m: m["agent"]):
         print(f"server: agent {message['agent']} sent {message['value']:.4f}")
-    calibration = aggregate(plan_to_dict(plan), messages)
+    calibration = aggregate(wire, messages)
     privacy = calibration.privacy
     print(
         f"server: threshold {calibration.threshold:.4f}, coverage >= "
         f"{calibration.coverage_lower_bound:.4f}, privacy {privacy.notion} "
-        f"epsilon = {privacy.epsilon:g} per agent"
+        f"epsilon = {privacy.epsilon:g} per agent (the server's view: {privacy.epsilon:g} "
+        f"under add/remove, {privacy.under('replace-one').epsilon:g} under replace-one)"
     )
     X_test, y_test = make_two_gaussians(5000, random_state=999)
     probabilities = public_model().predict_proba(X_test)
     sets = 1.0 - probabilities <= calibration.threshold
     coverage = sets[np.arange(y_test.shape[0]), y_test].mean()
     print(f"test: coverage {coverage:.4f}, mean set size {sets.sum(axis=1).mean():.3f}")
+    folder = Path(agent_options["ledger_dir"])
+    budget = agent_options["budget"]
+    spent = [AgentLedger(budget, path=folder / f"agent-{j}.json").spent for j in range(len(sizes))]
+    print(f"ledgers: spent {spent} of {budget:g} each (read back from the agents' files)")
 
 
 def main(argv=None) -> None:
@@ -176,12 +224,21 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 600, 800])
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--epsilon", type=float, default=2.0)
+    parser.add_argument("--budget", type=float, default=3.0, help="each agent's total epsilon")
+    parser.add_argument("--ledger-dir", default=None, help="agents' ledger files (default: temp)")
     parser.add_argument("--n-bins", default="auto", help='number of bins, or "auto"')
     parser.add_argument("--non-private", action="store_true", help="run FedCP-QQ")
     args = parser.parse_args(argv)
     epsilon = None if args.non_private else args.epsilon
     n_bins = args.n_bins if args.n_bins == "auto" else int(args.n_bins)
-    run_server(args.sizes, args.alpha, epsilon, n_bins)
+    with tempfile.TemporaryDirectory() as temporary:
+        options = {
+            "budget": args.budget,
+            "ledger_dir": args.ledger_dir or temporary,
+            "non_private": args.non_private,
+            "rounds": 3,
+        }
+        run_server(args.sizes, args.alpha, epsilon, n_bins, options)
 
 
 if __name__ == "__main__":

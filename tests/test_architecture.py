@@ -83,13 +83,11 @@ FORBIDDEN = [
 
 #: Temporary exceptions to the public-seams rule, as module-name patterns (a pattern
 #: also covers the modules below it); an import is allowed if its importer or its
-#: target matches. TEMPORARY: ``federated/`` still reaches into ``mechanisms/_fedcp_*``
-#: and ``mechanisms._base``, while FedCP moves into a subpackage of ``mechanisms`` with
-#: a public ``__init__`` (another branch). The FedCP modules themselves import only
-#: their own subpackage and the foundations, so they need no entry. Empty this after
-#: merging that branch: ``test_every_allowed_private_import_is_still_needed`` fails as
-#: soon as an entry allows nothing.
-PRIVATE_IMPORTS_ALLOWED: tuple[str, ...] = ("privconf_sklearn.federated",)
+#: target matches. Empty: add an entry only with its reason;
+#: ``test_every_allowed_private_import_is_still_needed`` fails as soon as an entry
+#: allows nothing.
+PRIVATE_IMPORTS_ALLOWED: tuple[str, ...] = ()
+
 
 # ------------------------------------------------------------------ the graph
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -217,8 +217,10 @@ def _cards():
         ),
         "split_no_privacy": ContractCard.from_estimator(_calibrated(SplitConformal())),
     }
+    # Under add/remove a record is at one agent: eps_cal = epsilon (2 epsilon under
+    # replace-one, where a record may move between agents).
     federated = PrivateConformalClassifier(
-        _model(), mechanism=FedCP2QQ(epsilon=2.0), alpha=0.1, random_state=0
+        _model(), mechanism=FedCP2QQ(epsilon=2.0), alpha=0.1, random_state=0, adjacency="add/remove"
     ).fit_calibrate(X_cal, y_cal, groups=np.arange(len(y_cal)) % 8)
     cards["fedcp2qq_local"] = ContractCard.from_estimator(
         federated, Contract(0.9, max_epsilon_train=2.0, max_epsilon_cal=2.0, beta=1e-3)

@@ -22,7 +22,7 @@ from privconf_sklearn.mechanisms import (
     SplitConformal,
     UninformativeCalibrationWarning,
 )
-from privconf_sklearn.mechanisms._fedcp_coverage import ROUNDING_ALLOWANCE  # no public name
+from privconf_sklearn.mechanisms.fedcp._coverage import ROUNDING_ALLOWANCE  # no public name
 
 from ._stats import FALSE_FAILURE, binomial_lower_limit, binomial_upper_limit
 
@@ -333,9 +333,53 @@ def test_readme_federated_setting_is_informative():
 def test_fedcp2qq_privacy_guarantee_is_local_per_agent():
     guarantee = FedCP2QQ(0.7).privacy_guarantee()
     assert (guarantee.notion, guarantee.epsilon, guarantee.delta) == ("local", 0.7, 0.0)
-    assert guarantee.adjacency == "replace-one and add/remove"
+    assert guarantee.adjacency == "add/remove"
+    assert guarantee.under("replace-one").epsilon == 1.4
     assert guarantee.accountant_spend() == (0.7, 0.0)
     assert FedCPQQ().privacy_guarantee().notion == "none"
+
+
+def _view_log_ratio(plan, before, after):
+    """max |log P(view | before) - log P(view | after)| over every view (m_0, m_1).
+
+    The server's view is both agents' messages: independent, so its log-probability
+    is the sum of the agents' exact log-probabilities, over the grid of pairs.
+    """
+    views = [
+        sum(
+            np.meshgrid(
+                *[agent_message_log_probabilities(s, plan, j) for j, s in enumerate(data)],
+                indexing="ij",
+            )
+        )
+        for data in (before, after)
+    ]
+    return float(np.max(np.abs(views[0] - views[1])))
+
+
+def test_fedcp2qq_server_view_of_a_record_moving_between_agents_costs_two_epsilon():
+    """Exact privacy loss of the server's view on two agents (fixed public plan).
+
+    A replaced record that sits at agent 0 in one data set and at agent 1 in the other
+    changes one score of each agent: the loss reaches almost 2 epsilon, the guarantee's
+    replace-one statement; a record added or removed (one agent's score) costs at most
+    epsilon, its add/remove statement, and each agent's message stays epsilon-local-DP.
+    """
+    epsilon, n = 1.0, 100
+    plan = make_plan([n, n], 0.2, epsilon=epsilon, n_bins=10)
+    stated = FedCP2QQ(epsilon, n_bins=10).calibrate(
+        np.zeros(2 * n), 0.2, groups=agent_ids((n, n)), random_state=0
+    ).privacy
+    low, high = np.zeros(n), np.ones(n)
+    moved = [(low, low), (np.r_[1.0, low[1:]], np.r_[1.0, low[1:]])]  # one score each
+    one_agent = [(low, low), (np.r_[1.0, low[1:]], low)]
+    mixed = [(high, low), (np.r_[0.0, high[1:]], np.r_[1.0, low[1:]])]
+    loss_moved = max(_view_log_ratio(plan, *moved), _view_log_ratio(plan, *mixed))
+    loss_one = _view_log_ratio(plan, *one_agent)
+    assert 1.9 * epsilon < loss_moved <= stated.under("replace-one").epsilon + 1e-12
+    assert loss_one <= stated.under("add/remove").epsilon + 1e-12
+    assert stated.under("replace-one").epsilon == 2 * epsilon
+    assert stated.under("add/remove").epsilon == epsilon
 
 
 # ------------------------------------------------------ certificates
@@ -470,7 +514,8 @@ def test_classifier_with_federated_mechanisms(mechanism):
     sets = estimator.predict_set(X[4000:])
     covered = int(sets[np.arange(2000), y[4000:]].sum())
     assert estimator.calibration_.details["n_agents"] == 10
-    expected_spend = [] if isinstance(mechanism, FedCPQQ) else [(3.0, 0.0)]
+    # The estimator's default replace-one adjacency: a record may move between agents.
+    expected_spend = [] if isinstance(mechanism, FedCPQQ) else [(6.0, 0.0)]
     spent = [entry for entry in accountant.spent_budget if entry != (np.inf, 0.0)]
     assert spent == expected_spend
     if isinstance(mechanism, FedCPQQ):

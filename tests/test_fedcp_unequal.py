@@ -10,7 +10,7 @@ import pytest
 
 from privconf_sklearn.federated import make_plan
 from privconf_sklearn.mechanisms import FedCP2QQ, FedCPQQ
-from privconf_sklearn.mechanisms._fedcp_plan import MAX_SAMPLE_SIZE  # no public name
+from privconf_sklearn.mechanisms.fedcp import MAX_SAMPLE_SIZE
 
 from ._hang import no_hang
 from ._stats import binomial_lower_limit, binomial_upper_limit
@@ -85,7 +85,7 @@ def test_private_plans_certify_the_ranks_they_announce():
     """Unequal FedCP2-QQ plans: the agents that release serve the server rank, the others
     count as +inf in the table, and the table coverage is the certified value at exactly
     the announced ranks (recomputed by the exact quadrature, which has no public route)."""
-    from privconf_sklearn.mechanisms._fedcp_coverage import unequal_coverage_column
+    from privconf_sklearn.mechanisms.fedcp._coverage import unequal_coverage_column
 
     rng = np.random.default_rng(7)
     checked = 0
@@ -148,3 +148,72 @@ def test_calibration_with_agents_above_the_cap_subsamples(mechanism):
         )
     assert calibration.details["sample_sizes"] == [MAX_SAMPLE_SIZE] * 2
     assert calibration.informative and calibration.coverage_lower_bound >= 1 - ALPHA
+
+
+# ------------------------------------------------------------ bounded search
+@pytest.fixture
+def cut_search(monkeypatch):
+    """Give the rank search no work budget: the plans a cut search falls back on."""
+    from privconf_sklearn.mechanisms.fedcp import _choice, _plan, _search
+
+    caches = [_plan.plan_fedcp_qq, _plan.plan_fedcp2_qq, _plan._fedcp_qq_table]
+    caches += [_plan.min_informative_size, _choice.private_choice]
+    for cache in caches:
+        cache.cache_clear()
+    monkeypatch.setattr(_search, "SEARCH_CELLS", 0.0)
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.mark.parametrize("sizes", [(1, 2, 30, 40, 50, 60), (2, 3, 3, 50, 60, 70, 80)])
+def test_a_cut_search_falls_back_on_thresholded_plans(cut_search, sizes):
+    """With no search budget, the agents of at least s scores use s random scores and the
+    others send the top without reading their data; the certificate is the equal table
+    of the kept agents, which the exact rational column of every agent confirms (the
+    top is never among the k smallest of the others' messages)."""
+    from privconf_sklearn.mechanisms.fedcp._coverage import exact_coverage_column
+
+    plan = make_plan(sizes, ALPHA)
+    assert plan.feasible  # the smallest agent alone (1 or 2 scores) would be infeasible
+    kept = [not plan.sends_top(j) for j in range(len(sizes))]
+    threshold = min(s for s, keep in zip(plan.sample_sizes, kept, strict=True) if keep)
+    assert kept == [n >= threshold for n in sizes]
+    assert all(s == threshold for s, keep in zip(plan.sample_sizes, kept, strict=True) if keep)
+    exact = exact_coverage_column(plan.sample_sizes, plan.local_ranks)[plan.server_rank - 1]
+    assert plan.coverage_lower_bound == float(exact) >= 1 - ALPHA
+    private = make_plan(sizes, ALPHA, epsilon=8.0, n_bins=20)
+    assert private.feasible and private.coverage_lower_bound >= 1 - ALPHA
+    assert not all(private.releases)
+
+
+def test_thresholded_plans_cover_as_certified(cut_search):
+    """Monte Carlo through the mechanism: agents below the threshold send the top, the
+    others' random subsets are i.i.d.; coverage M exactly, for continuous scores."""
+    sizes = (1, 2, 30, 40, 50, 60)
+    plan = make_plan(sizes, ALPHA)
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    rng = np.random.default_rng(11)
+    trials, covered = 3000, 0
+    for trial in range(trials):
+        calibration = FedCPQQ().calibrate(
+            rng.uniform(size=sum(sizes)), ALPHA, groups=groups, random_state=trial
+        )
+        covered += rng.uniform() <= calibration.threshold
+    bound = plan.coverage_lower_bound
+    assert binomial_lower_limit(trials, bound) <= covered <= binomial_upper_limit(trials, bound)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("epsilon", [None, 1.0])
+def test_a_thousand_agents_of_very_unequal_sizes_get_a_certified_plan(epsilon):
+    """1,000 agents of 1 to 20,000 scores (log-uniform): the search is cut at its budget
+    and the thresholded plans keep the larger agents (agents below the threshold, down
+    to 1 score, send the top); before, every agent subsampled to the smallest size (1
+    score): infeasible."""
+    rng = np.random.default_rng(1000)
+    sizes = np.exp(rng.uniform(0.0, np.log(20_000.0), 1000)).astype(int).clip(1).tolist()
+    with no_hang():
+        plan = make_plan(sizes, ALPHA, epsilon=epsilon)
+    assert plan.feasible and plan.coverage_lower_bound >= 1 - ALPHA
+    assert max(plan.sample_sizes) > min(sizes) == 1

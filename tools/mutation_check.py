@@ -69,9 +69,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "pcoqs-inflation-without-union-bound",
         "privconf_sklearn/privacy/_gaussian.py",
-        'return -self.noise_sd * float(ndtri(failure_probability / self.n_queries))',
-        'return -self.noise_sd * float(ndtri(failure_probability))',
-        ('tests/test_pcoqs.py', 'tests/test_privacy_primitives.py'),
+        "return -self.noise_sd * float(ndtri(failure_probability / self.n_queries))",
+        "return -self.noise_sd * float(ndtri(failure_probability))",
+        ("tests/test_pcoqs.py", "tests/test_privacy_primitives.py"),
         "P-COQS inflated rank slack without the union bound over the N queries",
     ),
     Mutant(
@@ -86,8 +86,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "expon-q-sign-flip",
         "privconf_sklearn/privacy/_exponential.py",
-        'log_weights = self.epsilon * ((utilities - utilities.max()) / self.utility_range)',
-        'log_weights = self.epsilon * ((utilities.max() - utilities) / self.utility_range)',
+        "log_weights = self.epsilon * ((utilities - utilities.max()) / self.utility_range)",
+        "log_weights = self.epsilon * ((utilities.max() - utilities) / self.utility_range)",
         (
             "tests/test_expon_q.py",
             "tests/test_expon_q_privacy.py",
@@ -98,8 +98,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "expon-q-tight-drops-epsilon",
         "privconf_sklearn/privacy/_exponential.py",
-        'log_weights = self.epsilon * ((utilities - utilities.max()) / self.utility_range)',
-        'log_weights = (utilities - utilities.max()) / self.utility_range',
+        "log_weights = self.epsilon * ((utilities - utilities.max()) / self.utility_range)",
+        "log_weights = (utilities - utilities.max()) / self.utility_range",
         (
             "tests/test_expon_q.py",
             "tests/test_expon_q_privacy.py",
@@ -139,26 +139,26 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "binning-no-rounding-fix",
         "privconf_sklearn/mechanisms/_binning.py",
-        '            i += f\n',
-        '            pass\n',
-        ('tests/test_binning.py', 'tests/test_expon_q.py', 'tests/test_dp_aps.py'),
+        "            i += f\n",
+        "            pass\n",
+        ("tests/test_binning.py", "tests/test_expon_q.py", "tests/test_dp_aps.py"),
         "a score just above an edge stays in the bin below (prediction-time test disagrees)",
     ),
     # --- P-COQS
     Mutant(
         "pcoqs-noise-sd-halved",
         "privconf_sklearn/privacy/_gaussian.py",
-        'return self.sensitivity * math.sqrt(self.n_queries / (2.0 * self.rho))',
-        'return self.sensitivity * math.sqrt(self.n_queries / (8.0 * self.rho))',
-        ('tests/test_pcoqs.py', 'tests/test_privacy_primitives.py'),
+        "return self.sensitivity * math.sqrt(self.n_queries / (2.0 * self.rho))",
+        "return self.sensitivity * math.sqrt(self.n_queries / (8.0 * self.rho))",
+        ("tests/test_pcoqs.py", "tests/test_privacy_primitives.py"),
         "Gaussian noise half as wide as rho-zCDP needs",
     ),
     Mutant(
         "pcoqs-tau-drops-2",
         "privconf_sklearn/mechanisms/pcoqs.py",
-        'tau=math.sqrt(n_queries / composer.rho * math.log(2.0 * n_queries / beta)),',
-        'tau=math.sqrt(n_queries / composer.rho * math.log(n_queries / beta)),',
-        ('tests/test_pcoqs.py',),
+        "tau=math.sqrt(n_queries / composer.rho * math.log(2.0 * n_queries / beta)),",
+        "tau=math.sqrt(n_queries / composer.rho * math.log(n_queries / beta)),",
+        ("tests/test_pcoqs.py",),
         "rank error of Proposition 1 without the two-sided factor 2",
     ),
     # --- DP-APS
@@ -263,7 +263,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fedcp-agent-rank-off-by-one",
-        "privconf_sklearn/mechanisms/_fedcp_agent.py",
+        "privconf_sklearn/mechanisms/fedcp/_agent.py",
         "ranks = [plan.local_ranks[j] for j in reading]",
         "ranks = [plan.local_ranks[j] - 1 for j in reading]",
         ("tests/test_fedcp.py", "tests/test_federated_protocol.py"),
@@ -280,11 +280,29 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fedcp2-correction-half-log",
-        "privconf_sklearn/mechanisms/_fedcp_correction.py",
-        "    log_term = math.log((n_bins - 1) / delta)\n    room = n_samples - local_rank",
-        "    log_term = math.log((n_bins - 1) / delta) / 2\n    room = n_samples - local_rank",
+        "privconf_sklearn/mechanisms/fedcp/_correction.py",
+        "        log_term = math.log((n_bins - 1) / delta)\n        room = n_samples - rank",
+        "        log_term = math.log((n_bins - 1) / delta) / 2\n        room = n_samples - rank",
         ("tests/test_fedcp.py",),
         "FedCP2-QQ rank correction from half the exponential mechanism's tail",
+    ),
+    Mutant(
+        "fedcp2-record-moving-between-agents-free",
+        "privconf_sklearn/mechanisms/fedcp/_server.py",
+        'adjacency="add/remove",',
+        'adjacency="replace-one and add/remove",',
+        ("tests/test_fedcp.py",),
+        "FedCP2-QQ states epsilon under replace-one: a record moving between agents changes "
+        "two messages (2 epsilon)",
+    ),
+    Mutant(
+        "fedcp-thresholded-plan-keeps-small-agents",
+        "privconf_sklearn/mechanisms/fedcp/_search.py",
+        "    kept = [n >= size for n in sizes]",
+        "    kept = [n >= 1 for n in sizes]",
+        ("tests/test_fedcp_unequal.py",),
+        "a cut search's thresholded plan gives agents below the threshold a rank they "
+        "cannot serve instead of the top of the range",
     ),
     Mutant(
         "federated-server-ignores-digest",
@@ -293,6 +311,38 @@ MUTANTS: tuple[Mutant, ...] = (
         "    digest = None\n    values = np.empty(plan.n_agents)",
         ("tests/test_federated_protocol.py",),
         "the server accepts messages made for another plan",
+    ),
+    Mutant(
+        "federated-agent-sends-exact-scores-by-default",
+        "privconf_sklearn/federated/_protocol.py",
+        "    if not allow_non_private:\n        raise ValueError(",
+        "    if False:\n        raise ValueError(",
+        ("tests/test_federated_agents.py",),
+        "an agent answers a FedCP-QQ plan (an exact score) without allow_non_private",
+    ),
+    Mutant(
+        "federated-agent-answers-a-plan-twice",
+        "privconf_sklearn/federated/_ledger.py",
+        '        if entry["plan_digest"] == plan_digest:',
+        '        if entry["plan_digest"] == plan_digest and False:',
+        ("tests/test_federated_agents.py",),
+        "an agent answers the same plan again under a new round id",
+    ),
+    Mutant(
+        "federated-agent-reads-scores-before-reserving",
+        "privconf_sklearn/federated/_protocol.py",
+        "    _check_size(scores, plan, agent)\n    noise",
+        "    _check_size(check_unit_scores(scores), plan, agent)\n    noise",
+        ("tests/test_federated_agents.py",),
+        "an agent reads its scores before its ledger reserves the message's epsilon",
+    ),
+    Mutant(
+        "federated-server-accepts-replays",
+        "privconf_sklearn/federated/_protocol.py",
+        '    if message["round"] != round_id:',
+        '    if message["round"] != round_id and False:',
+        ("tests/test_federated_agents.py",),
+        "the federated server accepts a message replayed from another round",
     ),
     Mutant(
         "estimator-spends-ignoring-adjacency",
@@ -500,9 +550,7 @@ def check(mutants, timeout: float, print_fn=print) -> dict[str, str]:
                 result = run_tests(copy, mutant.tests, timeout)
             finally:
                 path.write_text(source, encoding="utf-8")
-            outcome[mutant.name] = {"failed": "killed", "passed": "survived"}.get(
-                result, result
-            )
+            outcome[mutant.name] = {"failed": "killed", "passed": "survived"}.get(result, result)
             seconds = time.monotonic() - started
             print_fn(f"{outcome[mutant.name]:<9} {mutant.name:<40} {seconds:6.1f} s  {mutant.why}")
     return outcome

@@ -1,8 +1,10 @@
 """Plans and messages as JSON: canonical form, digests, strict parsing.
 
-A plan travels as a dict of JSON types with its protocol, the protocol version and a
-SHA-256 digest of its canonical JSON (sorted keys, no whitespace, no NaN). Every message
-carries the version and the digest of the plan it was made for. Parsing is strict:
+A plan travels as a dict of JSON types with its protocol, the protocol version, a round
+id (a random nonce the server draws for each round, :func:`secrets.token_hex`) and a
+SHA-256 digest of its canonical JSON (sorted keys, no whitespace, no NaN, the round id
+included). Every message carries the version, the round id and the digest of the plan
+it was made for (:func:`plan_digest`, the plan's content without the round id). Parsing is strict:
 exact key sets, exact types (a bool is never a number, a number never a bool), values
 in range, bounded lengths; wrong types raise ``TypeError``, wrong values ``ValueError``,
 both naming the field.
@@ -18,11 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import secrets
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from ..mechanisms._fedcp_plan import (
+from ..mechanisms.fedcp import (
+    AGENT_SCALINGS,
     FEDCP2_QQ,
     FEDCP_QQ,
     MAX_AGENT_SIZE,
@@ -33,6 +38,7 @@ from ..mechanisms._fedcp_plan import (
     FederatedPlan,
     make_plan,
 )
+from ._ledger import ROUND_ID
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -40,19 +46,22 @@ __all__ = [
     "plan_digest",
     "plan_from_dict",
     "plan_to_dict",
+    "received_plan",
+    "shown",
     "verified_plan",
 ]
 
 #: Version of the plan and message format; agents and server must agree on it.
-#: Version 2: plans carry a digest, messages the digest of their plan.
-PROTOCOL_VERSION = 2
+#: Version 2: plans carry a digest, messages the digest of their plan. Version 3: plans
+#: carry a round id, messages echo it.
+PROTOCOL_VERSION = 3
 
 _PLAN_TYPES: dict[str, type[FedCPQQPlan] | type[FedCP2QQPlan]] = {
     FEDCP_QQ: FedCPQQPlan,
     FEDCP2_QQ: FedCP2QQPlan,
 }
 
-_META = ("protocol", "version", "digest")
+_META = ("protocol", "version", "round", "digest")
 
 
 # ---------------------------------------------------------------- canonical form
@@ -71,30 +80,63 @@ def _payload(plan: FederatedPlan) -> dict[str, Any]:
 
 
 def plan_digest(plan: FederatedPlan) -> str:
-    """SHA-256 (hex) of the plan's canonical JSON (every field, protocol and version)."""
+    """SHA-256 (hex) of the plan's canonical JSON (every field, protocol and version).
+
+    The digest of the plan's content: the same for every round of the same plan.
+    """
     return hashlib.sha256(_canonical(_payload(plan))).hexdigest()
 
 
-def plan_to_dict(plan: FederatedPlan) -> dict[str, Any]:
-    """The plan as a dict of JSON types, with ``protocol``, ``version`` and ``digest``.
+def plan_to_dict(plan: FederatedPlan, *, round_id=None) -> dict[str, Any]:
+    """The plan of one round as a dict of JSON types, ready to send to every agent.
+
+    Each call opens a new round: send the same dict to every agent, and pass it to
+    :func:`~privconf_sklearn.federated.aggregate` with their messages.
 
     Parameters
     ----------
     plan : FedCPQQPlan or FedCP2QQPlan
+    round_id : str or None, default=None
+        The round's id, 32 lowercase hexadecimal digits; None (the default, and the
+        only sensible choice outside tests) draws a fresh one with
+        ``secrets.token_hex(16)``. Agents answer a round id, and a plan, once.
 
     Returns
     -------
     dict
-        Ready for ``json.dumps``; :func:`plan_from_dict` reads it back.
+        The plan's fields with ``protocol``, ``version``, ``round`` and ``digest`` (of
+        all of them), ready for ``json.dumps``; :func:`plan_from_dict` reads it back.
     """
     if not isinstance(plan, FedCPQQPlan | FedCP2QQPlan):
         raise TypeError(f"plan must be a FedCPQQPlan or FedCP2QQPlan; got {type(plan).__name__}.")
+    if round_id is None:
+        round_id = secrets.token_hex(16)
+    _round_id(round_id)
     payload = _payload(plan)
+    payload["round"] = round_id
     payload["digest"] = hashlib.sha256(_canonical(payload)).hexdigest()
     return payload
 
 
+def _round_id(value) -> str:
+    """A round id: 32 lowercase hexadecimal digits."""
+    if not isinstance(value, str):
+        raise TypeError(f"plan field 'round' must be a string; got {type(value).__name__}.")
+    if ROUND_ID.fullmatch(value) is None:
+        raise ValueError(
+            f"plan field 'round' must be 32 lowercase hexadecimal digits; got {value[:40]!r}."
+        )
+    return value
+
+
 # ------------------------------------------------------------- typed fields
+def shown(value) -> str:
+    """``repr(value)``, or the size of an integer too large to print in an error."""
+    if isinstance(value, int) and abs(value) > 10**30:
+        return f"an integer of about 10^{value.bit_length() * 0.30103:.0f}"
+    return repr(value)
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -107,20 +149,21 @@ def _integer(name: str, value, low: int, high: int) -> int:
     if not _is_int(value):
         raise TypeError(f"plan field {name!r} must be an integer; got {type(value).__name__}.")
     if not low <= value <= high:
-        raise ValueError(f"plan field {name!r} must lie in [{low}, {high}]; got {value}.")
+        raise ValueError(f"plan field {name!r} must lie in [{low}, {high}]; got {shown(value)}.")
     return value
 
 
 def _real(name: str, value, low: float, high: float, *, open_low=False) -> float:
+    """A finite JSON number in the range (any integer or float; compared before conversion)."""
     if not _is_real(value):
         raise TypeError(f"plan field {name!r} must be a number; got {type(value).__name__}.")
-    value = float(value)
-    if not math.isfinite(value) or not (low < value if open_low else low <= value) or value > high:
+    inside = (low < value if open_low else low <= value) and value <= min(high, sys.float_info.max)
+    if not inside:  # NaN and infinities too
         bracket = "(" if open_low else "["
         raise ValueError(
-            f"plan field {name!r} must lie in {bracket}{low:g}, {high:g}]; got {value!r}."
+            f"plan field {name!r} must lie in {bracket}{low:g}, {high:g}]; got {shown(value)}."
         )
-    return value
+    return float(value)
 
 
 def _boolean(name: str, value) -> bool:
@@ -216,13 +259,14 @@ def _parse_qq(data: dict[str, Any]) -> FedCPQQPlan:
     return FedCPQQPlan(**values)
 
 
-def _check_paper_levels(levels: tuple[float, ...], releases: tuple[bool, ...]) -> None:
-    """Paper-scaling levels ``q = max((l + c) / n, 1/2) < 1`` (its sensitivity needs q < 1)."""
+def _check_levels(levels: tuple[float, ...], releases: tuple[bool, ...], scaling: str) -> None:
+    """Each releasing agent's level is one its scaling is epsilon-DP at (paper: q < 1)."""
+    strategy = AGENT_SCALINGS[scaling]
     for agent, (level, release) in enumerate(zip(levels, releases, strict=True)):
-        if release and not 0.5 <= level < 1.0:
+        if release and not strategy.valid_level(level):
             raise ValueError(
-                f"plan field 'local_levels[{agent}]' must lie in [0.5, 1) under the paper "
-                f"scaling (q = max((l + c) / n, 1/2) < 1); got {level!r}."
+                f"plan field 'local_levels[{agent}]' must lie in {strategy.levels} under the "
+                f"{scaling} scaling; got {level!r}."
             )
 
 
@@ -232,8 +276,10 @@ def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
     per_agent = len(values["sample_sizes"])
     values["epsilon"] = _real("epsilon", data["epsilon"], 0.0, math.inf, open_low=True)
     scaling = _text("scaling", data["scaling"])
-    if scaling not in ("tight", "paper"):
-        raise ValueError(f"plan field 'scaling' must be 'tight' or 'paper'; got {scaling!r}.")
+    if scaling not in AGENT_SCALINGS:
+        raise ValueError(
+            f"plan field 'scaling' must be one of {sorted(AGENT_SCALINGS)}; got {scaling!r}."
+        )
     values["scaling"] = scaling
     values["n_bins_request"] = _auto_or(
         "n_bins_request", data["n_bins_request"], lambda n, v: _integer(n, v, 2, MAX_BINS)
@@ -257,8 +303,7 @@ def _parse_qq2(data: dict[str, Any]) -> FedCP2QQPlan:
         _real(f"local_levels[{i}]", v, 0.0, 1.0, open_low=release)
         for i, (v, release) in enumerate(zip(levels, values["releases"], strict=True))
     )
-    if scaling == "paper":
-        _check_paper_levels(values["local_levels"], values["releases"])
+    _check_levels(values["local_levels"], values["releases"], scaling)
     values["table_coverage"] = _real("table_coverage", data["table_coverage"], 0.0, 1.0)
     values["coverage_lower_bound"] = _real(
         "coverage_lower_bound", data["coverage_lower_bound"], 0.0, 1.0
@@ -276,8 +321,9 @@ def plan_from_dict(data) -> FederatedPlan:
     """Read a plan from :func:`plan_to_dict` output (e.g. after ``json.loads``), strictly.
 
     Checks the protocol, the version, the exact set of fields, every field's type and
-    range, and that the digest matches the content. Cheap (linear in the number of
-    agents); it does not re-derive the plan (:func:`verified_plan` does).
+    range, the round id's form, and that the digest matches the content. Cheap (linear
+    in the number of agents); it does not re-derive the plan (:func:`verified_plan`
+    does).
 
     Raises
     ------
@@ -287,6 +333,11 @@ def plan_from_dict(data) -> FederatedPlan:
         If the protocol or version is unknown, fields are missing or extra, a value is
         out of range, or the digest does not match.
     """
+    return received_plan(data)[0]
+
+
+def received_plan(data) -> tuple[FederatedPlan, str]:
+    """:func:`plan_from_dict` that also returns the round id."""
     if not isinstance(data, dict):
         raise TypeError(f"A plan must be a dict; got {type(data).__name__}.")
     protocol = data.get("protocol")
@@ -308,10 +359,12 @@ def plan_from_dict(data) -> FederatedPlan:
     digest = data["digest"]
     if not isinstance(digest, str):
         raise TypeError(f"plan field 'digest' must be a string; got {type(digest).__name__}.")
-    plan = _PARSERS[protocol](data)
-    if plan_digest(plan) != digest:
+    round_id = _round_id(data["round"])
+    plan = _PARSERS[data["protocol"]](data)
+    payload = dict(_payload(plan), round=round_id)
+    if hashlib.sha256(_canonical(payload)).hexdigest() != digest:
         raise ValueError("The plan's digest does not match its content: it was altered.")
-    return plan
+    return plan, round_id
 
 
 def verified_plan(plan) -> FederatedPlan:
@@ -367,5 +420,14 @@ def verified_plan(plan) -> FederatedPlan:
 
 def message_fields(plan: FederatedPlan) -> tuple[str, ...]:
     """The exact keys of a message under ``plan``."""
-    common = ("protocol", "version", "plan_digest", "agent", "n_samples", "value", "read_data")
+    common = (
+        "protocol",
+        "version",
+        "round",
+        "plan_digest",
+        "agent",
+        "n_samples",
+        "value",
+        "read_data",
+    )
     return (*common, "bin") if isinstance(plan, FedCP2QQPlan) else common

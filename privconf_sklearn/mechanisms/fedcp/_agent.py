@@ -14,7 +14,7 @@ epsilon-DP: a neighbouring data set changes at most one score of the subset).
 
 Inputs are validated by the callers (the mechanisms, or the JSON transport of
 :mod:`privconf_sklearn.federated`): scores in [0, 1] of the announced size, a plan made
-by :mod:`._fedcp_plan`, an agent index in range.
+by :func:`~.make_plan`, an agent index in range.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._random import NoiseSource
-from ._binning import bin_counts
-from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
-from ._statistics import ScoreArray, ScoreStatistics
-from .expon_q import quantile_log_probabilities, sample_quantile_edge
+from ..._random import NoiseSource
+from .._binning import bin_counts
+from .._statistics import ScoreArray, ScoreStatistics
+from ..expon_q import quantile_log_probabilities, sample_quantile_edge
+from ._plan import FedCP2QQPlan, FederatedPlan
 
 __all__ = ["AgentRelease", "agent_log_probabilities", "agent_release", "agent_values"]
 

@@ -3,10 +3,9 @@
 Humbert, Le Bars, Bellet and Arlot, "One-Shot Federated Conformal Prediction" (ICML
 2023). Calibration scores live with ``m`` agents (the ``groups`` passed to
 ``fit_calibrate``); each agent sends one message computed from its own scores and the
-server keeps the ``k``-th smallest message. These mechanisms run the same plan, agent
-and server functions (:mod:`._fedcp_plan`, :mod:`._fedcp_agent`, :mod:`._fedcp_server`)
-that :mod:`privconf_sklearn.federated` wraps in a JSON protocol for real agents on other
-machines, with all agents in one process.
+server keeps the ``k``-th smallest message. These mechanisms run, with all agents in
+one process, the plan, agent and server functions of :mod:`privconf_sklearn.mechanisms.fedcp`
+that :mod:`privconf_sklearn.federated` sends over JSON to agents on other machines.
 
 Agent sizes are public (as ``n`` is for every mechanism); the coverage certificate,
 computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
@@ -20,12 +19,14 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from .._param_validation import Interval, StrOptions, check_alpha, validate_params
-from .._random import NoiseSource
-from ..privacy import PrivacyGuarantee
-from ._base import Calibration, CoverageCertificate, QuantileMechanism
-from ._fedcp_agent import agent_values
-from ._fedcp_plan import (
+from ..._param_validation import Interval, StrOptions, check_alpha, validate_params
+from ..._random import NoiseSource
+from ...privacy import PrivacyGuarantee
+from .._base import Calibration, CoverageCertificate, QuantileMechanism
+from .._statistics import ScoreStatistics
+from ._agent import agent_values
+from ._correction import SCALINGS
+from ._plan import (
     MAX_AGENTS,
     MAX_BINS,
     FederatedPlan,
@@ -34,8 +35,7 @@ from ._fedcp_plan import (
     min_informative_size,
     validated_plan,
 )
-from ._fedcp_server import federated_privacy, release_calibration
-from ._statistics import ScoreStatistics
+from ._server import federated_privacy, release_calibration
 
 __all__ = ["FedCP2QQ", "FedCPQQ"]
 
@@ -259,8 +259,11 @@ class FedCP2QQ(_FederatedMechanism):
     public quantities only (Sec. 4's choice of ``gamma``, extended to ``B``).
 
     Guarantees (Theorem 4.1): each agent's message is epsilon-DP in that agent's scores
-    (replace-one and add/remove, sizes public); marginal coverage at least
-    ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
+    (replace-one and add/remove, sizes public), so the server's view is epsilon-DP
+    under add/remove adjacency and 2 epsilon-DP under replace-one (a replaced record may
+    move to another agent and change two messages), as
+    :meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under` states; marginal coverage
+    at least ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
     size sends the top of the range without reading its data; if the server rank cannot
     be served, the request is infeasible: the threshold is the top of the range (full
     sets, widest intervals), no data is read, and a warning says why and from which
@@ -288,8 +291,10 @@ class FedCP2QQ(_FederatedMechanism):
     >>> rng = np.random.default_rng(0)
     >>> scores, agents = rng.uniform(size=2400), np.repeat(np.arange(10), 240)
     >>> cal = FedCP2QQ(epsilon=1.0).calibrate(scores, 0.1, groups=agents, random_state=0)
-    >>> cal.privacy.notion, cal.privacy.epsilon
-    ('local', 1.0)
+    >>> cal.privacy.notion, cal.privacy.epsilon, cal.privacy.adjacency
+    ('local', 1.0, 'add/remove')
+    >>> cal.privacy.under("replace-one").epsilon
+    2.0
     >>> bool(cal.coverage_lower_bound >= 0.9), cal.informative
     (True, True)
     """
@@ -299,7 +304,7 @@ class FedCP2QQ(_FederatedMechanism):
         "epsilon": [Interval(Real, 0.0, None, closed="neither")],
         "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
         "gamma": [StrOptions({"auto"}), Interval(Real, 0.0, 1.0, closed="neither")],
-        "scaling": [StrOptions({"tight", "paper"})],
+        "scaling": [StrOptions(set(SCALINGS))],
     }
 
     def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight", n_agents=None):
@@ -310,7 +315,11 @@ class FedCP2QQ(_FederatedMechanism):
         self.n_agents = n_agents
 
     def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
-        """Epsilon-DP of each agent's message in that agent's scores (recorded as epsilon)."""
+        """Epsilon under add/remove adjacency (2 epsilon under replace-one).
+
+        Each agent's message is epsilon-local-DP in that agent's scores; a replaced
+        record may sit at another agent and change two messages.
+        """
         return federated_privacy(params["epsilon"])
 
     def _plan_arguments(self, params: dict) -> dict:

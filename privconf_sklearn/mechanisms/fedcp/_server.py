@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ..privacy import PrivacyGuarantee
-from ._base import Calibration, infeasible_calibration
-from ._fedcp_plan import FedCP2QQPlan, FederatedPlan
+from ...privacy import PrivacyGuarantee
+from .._base import Calibration, infeasible_calibration
+from ._plan import FedCP2QQPlan, FederatedPlan
 
 __all__ = ["federated_privacy", "plan_details", "plan_privacy", "release_calibration"]
 
@@ -22,7 +22,21 @@ MECHANISM_NAMES = {"FedCP-QQ": "FedCPQQ", "FedCP2-QQ": "FedCP2QQ"}
 
 
 def federated_privacy(epsilon: float | None) -> PrivacyGuarantee:
-    """Privacy of a FedCP-QQ (``epsilon=None``) or FedCP2-QQ release."""
+    """Privacy of the server's view of a FedCP-QQ (``epsilon=None``) or FedCP2-QQ round.
+
+    Each FedCP2-QQ agent's message is epsilon-DP in that agent's scores (replace-one and
+    add/remove within the agent, its size public). The server sees every message:
+
+    - add/remove: a record added or removed is at one agent, so one message changes
+      (parallel composition): epsilon;
+    - replace-one: the replaced record and its replacement may sit at two agents (a
+      record moving between agents), changing two messages: 2 epsilon.
+
+    The guarantee is therefore stated as epsilon under add/remove; its restatement under
+    replace-one (:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`, group privacy
+    for two steps) is 2 epsilon, as for Mondrian calibration with public group sizes.
+    The threshold is post-processing of the messages.
+    """
     if epsilon is None:
         return PrivacyGuarantee.no_privacy(
             "Each agent sends an exact order statistic of its scores: no privacy protection."
@@ -30,13 +44,14 @@ def federated_privacy(epsilon: float | None) -> PrivacyGuarantee:
     return PrivacyGuarantee(
         notion="local",
         epsilon=float(epsilon),
-        adjacency="replace-one and add/remove",
+        adjacency="add/remove",
         description=(
-            "Each agent's message is epsilon-DP in that agent's scores (an "
+            "Each agent's message is epsilon-local-DP in that agent's scores (an "
             "exponential-mechanism quantile, Humbert et al. 2023 Algorithm 2, with the plan "
-            "fixed from public sizes); agents hold disjoint data, so every individual's "
-            "record is protected at epsilon (parallel composition) and the server's "
-            "threshold is post-processing."
+            "fixed from public sizes). The server's view of all messages is epsilon-DP "
+            "under add/remove adjacency (a record is at one agent), and 2 epsilon under "
+            "replace-one (a replaced record may move to another agent and change two "
+            "messages); the threshold is post-processing."
         ),
     )
 

@@ -267,6 +267,9 @@ class Forecast:
     exact : bool
         True if computed from the mechanism's exact release distribution, False for a
         seeded Monte Carlo of :data:`MONTE_CARLO_RUNS` releases.
+    agent_informative_probabilities : tuple of float or None, default=None
+        Federated mechanisms: for each agent, the probability that its own message is
+        not the top of the range (exact); None for central mechanisms.
     """
 
     n_samples: int
@@ -278,6 +281,7 @@ class Forecast:
     ranks: np.ndarray
     rank_probabilities: np.ndarray
     exact: bool
+    agent_informative_probabilities: tuple[float, ...] | None = None
 
     def summary(self) -> str:
         """One sentence for warnings and reports."""
@@ -289,6 +293,38 @@ class Forecast:
             f"{self.informative_probability:.3g} and covers about "
             f"{self.expected_coverage:.3f} on average"
         )
+
+
+def summarise_forecast(
+    certificate: CoverageCertificate,
+    alpha: float,
+    spread: float,
+    scores: np.ndarray,
+    distribution: tuple[np.ndarray, np.ndarray],
+    **fields,
+) -> Forecast:
+    """The :class:`Forecast` of a release distribution on the idealised ``scores``.
+
+    ``distribution`` is ``(values, log_probabilities)`` of the released threshold;
+    ``fields`` are the remaining :class:`Forecast` fields (``exact``, and the agents'
+    probabilities of federated mechanisms).
+    """
+    values, log_probabilities = distribution
+    probabilities = np.exp(log_probabilities)
+    scores = np.sort(scores)
+    covered = np.searchsorted(scores, values, side="right")
+    ranks, inverse = np.unique(covered, return_inverse=True)
+    return Forecast(
+        n_samples=int(scores.size),
+        alpha=alpha,
+        spread=spread,
+        certificate=certificate,
+        informative_probability=min(1.0, float(probabilities[values < 1.0].sum())),
+        expected_coverage=min(1.0, float(probabilities @ np.minimum(values / spread, 1.0))),
+        ranks=ranks,
+        rank_probabilities=np.bincount(inverse, weights=probabilities, minlength=ranks.size),
+        **fields,
+    )
 
 
 def _idealised_scores(n: int, spread: float) -> np.ndarray:
@@ -655,19 +691,8 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
             values, log_probabilities = self._forecast_distribution(params, scores, alpha)
         else:
             values, log_probabilities = monte_carlo_distribution(self, params, scores, alpha)
-        probabilities = np.exp(log_probabilities)
-        covered = np.searchsorted(scores, values, side="right")
-        ranks, inverse = np.unique(covered, return_inverse=True)
-        return Forecast(
-            n_samples=n_samples,
-            alpha=alpha,
-            spread=spread,
-            certificate=certificate,
-            informative_probability=min(1.0, float(probabilities[values < 1.0].sum())),
-            expected_coverage=min(1.0, float(probabilities @ np.minimum(values / spread, 1.0))),
-            ranks=ranks,
-            rank_probabilities=np.bincount(inverse, weights=probabilities, minlength=ranks.size),
-            exact=exact,
+        return summarise_forecast(
+            certificate, alpha, spread, scores, (values, log_probabilities), exact=exact
         )
 
     def _has_exact_distribution(self) -> bool:
@@ -766,17 +791,21 @@ MAX_FORECAST_SAMPLES = 10**7
 
 
 def monte_carlo_distribution(
-    mechanism: QuantileMechanism, params: dict, scores: np.ndarray, alpha: float
+    mechanism: QuantileMechanism,
+    params: dict,
+    scores: np.ndarray,
+    alpha: float,
+    groups: np.ndarray | None = None,
 ):
     """Released thresholds of a seeded Monte Carlo, as (values, log-probabilities).
 
     Runs the release itself (``_calibrate``, without the trivial-release warning, which
-    would ask for this very forecast).
+    would ask for this very forecast); ``groups`` are the agent ids of a federated one.
     """
     noise = check_noise_source(np.random.default_rng(0))
     released = np.array(
         [
-            mechanism._calibrate(params, scores, alpha, None, noise).threshold
+            mechanism._calibrate(params, scores, alpha, groups, noise).threshold
             for _ in range(MONTE_CARLO_RUNS)
         ]
     )

@@ -19,12 +19,22 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+import numpy as np
+
 from ..._param_validation import Interval, StrOptions, check_alpha, validate_params
 from ..._random import NoiseSource
 from ...privacy import PrivacyGuarantee
-from .._base import Calibration, CoverageCertificate, QuantileMechanism
+from .._base import (
+    MAX_FORECAST_SAMPLES,
+    Calibration,
+    CoverageCertificate,
+    Forecast,
+    QuantileMechanism,
+    monte_carlo_distribution,
+    summarise_forecast,
+)
 from .._statistics import ScoreStatistics
-from ._agent import agent_values
+from ._agent import agent_log_probabilities, agent_values
 from ._correction import SCALINGS
 from ._plan import (
     MAX_AGENTS,
@@ -111,6 +121,76 @@ class _FederatedMechanism(QuantileMechanism):
         if not plan.feasible:
             return CoverageCertificate(1.0, feasible=False, reason=plan.reason)
         return CoverageCertificate(plan.coverage_lower_bound)
+
+    def forecast(
+        self, n_samples: int, alpha: float, *, spread: float = 1.0, agent_sizes=None
+    ) -> Forecast:
+        """What a federated calibration will likely release, per agent and in all.
+
+        As :meth:`QuantileMechanism.forecast
+        <privconf_sklearn.mechanisms.QuantileMechanism.forecast>`, for public agent
+        sizes: every agent's scores are spread evenly over the bottom ``spread`` of the
+        range (``s = spread (i - 1/2) / n_j``). The server's release is forecast by a
+        seeded Monte Carlo of the whole protocol; each agent's chance of sending
+        something other than the top of the range is exact
+        (``agent_informative_probabilities``; FedCP-QQ agents send an exact order
+        statistic, so theirs is 0 or 1). No data are read, no privacy is spent.
+
+        Parameters
+        ----------
+        n_samples : int
+            Total number of calibration scores, in ``[2, 10^7]``.
+        alpha : float
+            Miscoverage level in (0, 1).
+        spread : float, default=1.0
+            Share of the public range the idealised scores fill, in (0, 1].
+        agent_sizes : sequence of int, default=None
+            Size of each agent's calibration set (summing to ``n_samples``); None
+            spreads ``n_samples`` evenly over the mechanism's ``n_agents``.
+
+        Returns
+        -------
+        Forecast
+        """
+        caller = self._method("forecast")
+        alpha = check_alpha(alpha, caller)
+        checked = validate_params(
+            {
+                "n_samples": [Interval(Integral, 2, MAX_FORECAST_SAMPLES, closed="both")],
+                "spread": [Interval(Real, 0, 1, closed="right")],
+            },
+            {"n_samples": n_samples, "spread": spread},
+            caller,
+        )
+        params = self._validated_params()
+        sizes = self._planned_sizes(params, checked["n_samples"], agent_sizes)
+        return self._federated_forecast(params, sizes, alpha, checked["spread"])
+
+    def _forecast(self, params: dict, n_samples: int, alpha: float, spread: float) -> Forecast:
+        return self._federated_forecast(
+            params, self._planned_sizes(params, n_samples, None), alpha, spread
+        )
+
+    def _federated_forecast(
+        self, params: dict, sizes: tuple[int, ...], alpha: float, spread: float
+    ) -> Forecast:
+        """:meth:`forecast` from validated parameters and agent sizes."""
+        plan = self._plan(params, sizes, alpha)
+        certificate = self._coverage_certificate(params, sum(sizes), alpha, sizes)
+        parts = [spread * (np.arange(size) + 0.5) / size for size in sizes]
+        scores = np.concatenate(parts)
+        groups = np.repeat(np.arange(len(sizes)), sizes)
+        distribution = monte_carlo_distribution(self, params, scores, alpha, groups)
+        agents = tuple(_agent_informative(plan, agent, spread) for agent in range(len(sizes)))
+        return summarise_forecast(
+            certificate,
+            alpha,
+            spread,
+            scores,
+            distribution,
+            exact=False,
+            agent_informative_probabilities=agents,
+        )
 
     def min_informative_samples(self, alpha: float, *, n_agents=None) -> int:
         """Smallest per-agent calibration size with a feasible plan, from public quantities.
@@ -324,3 +404,19 @@ class FedCP2QQ(_FederatedMechanism):
 
     def _plan_arguments(self, params: dict) -> dict:
         return {name: params[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}
+
+
+def _agent_informative(plan: FederatedPlan, agent: int, spread: float) -> float:
+    """Probability that ``agent``'s message is below the top, its scores evenly spread.
+
+    A subset agent (more scores than the protocol uses) is taken with its used number
+    of scores spread evenly, the scenario's idealisation of its random subset.
+    """
+    if not plan.feasible or plan.sends_top(agent):
+        return 0.0
+    if not plan.private:
+        return 1.0
+    used = plan.sample_sizes[agent]
+    scores = spread * (np.arange(used) + 0.5) / used
+    log_probabilities = agent_log_probabilities(scores, plan, agent)
+    return max(0.0, float(-np.expm1(log_probabilities[-1])))

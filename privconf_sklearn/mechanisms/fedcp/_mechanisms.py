@@ -39,6 +39,7 @@ from ._correction import SCALINGS
 from ._plan import (
     MAX_AGENTS,
     MAX_BINS,
+    FedCP2QQPlan,
     FederatedPlan,
     check_agent_sizes,
     even_sizes,
@@ -414,7 +415,7 @@ def _agent_informative(plan: FederatedPlan, agent: int, spread: float) -> float:
     """
     if not plan.feasible or plan.sends_top(agent):
         return 0.0
-    if not plan.private:
+    if not isinstance(plan, FedCP2QQPlan):  # a FedCP-QQ agent sends an exact statistic
         return 1.0
     used = plan.sample_sizes[agent]
     scores = spread * (np.arange(used) + 0.5) / used

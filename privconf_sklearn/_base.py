@@ -626,8 +626,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return self._sets_by_row_group(outputs, codes)
 
     def _sets_by_row_group(self, outputs: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """Rows of group ``g`` use ``group_thresholds_[g]``; code -1 the top of the range."""
-        top = self.score_bounds_[1]
+        """Rows of group ``g`` use ``group_thresholds_[g]``; code -1 the trivial set."""
+        top = self._full_set_threshold()
         result = None
         for code in np.unique(codes).tolist():
             rows = np.flatnonzero(codes == code)
@@ -639,6 +639,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         if result is None:  # no rows
             return self.score_.predict_set(outputs, top, random_state=self.random_state)
         return result
+
+    def _full_set_threshold(self) -> float:
+        """The threshold of the trivial set (every label, the widest interval)."""
+        return self.score_bounds_[1]
 
     def predict(self, X):
         """The wrapped estimator's point predictions."""

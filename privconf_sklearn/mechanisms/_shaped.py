@@ -79,15 +79,19 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import logsumexp
 
+from ..privacy import ExponentialMechanism
+
 __all__ = [
     "LOWER_SLOPES",
     "SHAPE_BIN_GRID",
     "Shape",
+    "certified_level",
     "choose_shape",
     "expected_relative_threshold",
     "largest_target",
     "lower_tail_sum",
     "miss_curve",
+    "shaped_log_probabilities",
     "shaped_penalties",
     "target_numerators",
     "upper_coverage_bound",
@@ -174,6 +178,19 @@ def shaped_penalties(curve: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
     return np.maximum(np.maximum(below, above), 0), b * big_t * shape.bound
 
 
+def shaped_log_probabilities(curve: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
+    """Normalised ``log P(J = j)`` of the shaped release over the curve ``S_0..S_m``.
+
+    The one release behind ExponQ's ``scaling="shaped"`` (``curve = miss_curve(counts)``)
+    and private conformal risk control (``curve`` the summed loss curve): the
+    range-bounded exponential mechanism with range 1 over the utilities ``-f_j`` of
+    :func:`shaped_penalties`.
+    """
+    numerators, denominator = shaped_penalties(curve, shape)
+    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return mechanism.log_probabilities(-numerators / denominator)
+
+
 def _tail_terms(t: np.ndarray, rate, n_bins) -> np.ndarray:
     """``g(t) = (m - 1) e^{-a t} / (1 + (m - 1) e^{-a t})`` for ``t >= 0`` (broadcast)."""
     with np.errstate(over="ignore"):
@@ -207,7 +224,9 @@ def target_numerators(n: int, level: float, epsilon: float, slopes, sizes, bound
     <= level`` (for a quantile, ``level = alpha``), ``phi = floor(tau) + 1 - tau``. For
     each ``phi`` in ``{1/64, ..., 1}`` the largest integer part is
     ``floor((n + 1) level - B - Gamma(phi))``; the best ``tau`` over ``phi`` is kept,
-    and -1 marks an unreachable level (even ``tau = 0`` fails).
+    and -1 marks an unreachable level (even ``tau = 0`` fails). Exact while
+    ``64 (n + 1) level < 2^53`` (the numerators are computed in float64); risk control
+    keeps ``(n + 1) B <= 2^46`` curve units.
     """
     slopes = np.asarray(slopes, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
@@ -231,6 +250,22 @@ def largest_target(
     """
     numerator = int(target_numerators(n, level, epsilon, float(lower_slope), n_bins, bound))
     return None if numerator < 0 else Fraction(numerator, TARGET_DENOMINATOR)
+
+
+def certified_level(n: int, epsilon: float, shape: Shape) -> float:
+    """``(B + floor(tau) + Gamma(phi)) / (n + 1)``: the certified bound of a shaped release.
+
+    In curve units per record: for risk control ``E[L_{n+1}(lambda_J)]`` is at most
+    this (times the loss per curve unit); for a quantile (``B = 1``) the miscoverage.
+    Rounded up like :func:`lower_tail_sum`; :func:`target_numerators` keeps it at most
+    the level it was given.
+    """
+    tau = shape.target
+    whole = math.floor(tau)
+    phi = float(whole + 1 - tau)
+    rate = epsilon * float(shape.lower_slope) / shape.bound
+    gamma = float(lower_tail_sum(np.array(phi), rate, shape.n_bins))
+    return (shape.bound + whole + gamma) / (n + 1)
 
 
 def upper_coverage_bound(n: int, epsilon: float, shape: Shape) -> float:
@@ -318,8 +353,9 @@ def choose_shape(
     epsilon: float,
     n_bins: int | None = None,
     lower_slope: Fraction | None = None,
+    bound: int = 1,
 ) -> Shape | None:
-    """The quantile release's ``(s_l, m, tau)`` from public quantities only (cached).
+    """The release's ``(s_l, m, tau)`` from public quantities only (cached).
 
     For every candidate ``s_l`` (:data:`LOWER_SLOPES`, or the given one) and ``m``
     (:data:`SHAPE_BIN_GRID`, or the given one), :func:`largest_target` gives the
@@ -331,15 +367,20 @@ def choose_shape(
     penalise flat utilities and loose grids (the release wanders into the empty top);
     the ones with crowded scores penalise coarse grids. Ties go to the first pair
     (smaller ``s_l``, then smaller ``m``). Returns None if no pair is feasible.
+
+    For risk control (``bound = B > 1`` curve units per record, ``alpha`` the level in
+    curve units, ``n_bins`` the public grid's size) the same criterion reads the curve
+    in records, ``S_j / B``: the idealised loss curve falls linearly over the first
+    fraction ``f`` of the grid, and the target rank is ``n - tau / B``.
     """
     slopes = LOWER_SLOPES if lower_slope is None else (lower_slope,)
     sizes = SHAPE_BIN_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
     slope_values = np.array([float(slope) for slope in slopes])
-    numerators = target_numerators(n, alpha, epsilon, slope_values[:, None], sizes[None, :])
+    numerators = target_numerators(n, alpha, epsilon, slope_values[:, None], sizes[None, :], bound)
     slope_index, size_index = np.nonzero(numerators >= 0)
     if slope_index.size == 0:
         return None
-    ranks = n - numerators[slope_index, size_index] / TARGET_DENOMINATOR
+    ranks = n - numerators[slope_index, size_index] / (TARGET_DENOMINATOR * bound)
     values = expected_relative_threshold(
         n,
         epsilon,
@@ -354,4 +395,5 @@ def choose_shape(
         slopes[slope_index[best]],
         Fraction(int(numerators[slope_index[best], size_index[best]]), TARGET_DENOMINATOR),
         int(sizes[size_index[best]]),
+        bound,
     )

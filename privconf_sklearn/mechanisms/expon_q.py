@@ -47,7 +47,7 @@ from ._shaped import (
     Shape,
     choose_shape,
     miss_curve,
-    shaped_penalties,
+    shaped_log_probabilities,
     target_numerators,
     upper_coverage_bound,
 )
@@ -729,10 +729,7 @@ class ExponQ(QuantileMechanism):
         """Normalised log-probabilities of the edges given the bin counts."""
         epsilon = self._validated_params()["epsilon"]
         if parameters.scaling == "shaped":
-            numerators, denominator = shaped_penalties(miss_curve(counts), parameters.shape(n))
-            return ExponentialMechanism(epsilon, 1.0, analysis="range-bounded").log_probabilities(
-                -numerators / denominator
-            )
+            return shaped_log_probabilities(miss_curve(counts), parameters.shape(n), epsilon)
         return quantile_log_probabilities(
             counts, parameters.level, epsilon, scaling=parameters.scaling
         )

@@ -1,8 +1,13 @@
-"""Conformity scores: one class per score, with string aliases for estimators."""
+"""Conformity scores and the losses of prediction sets.
+
+One class per conformity score (with string aliases for the estimators), and the losses
+of prediction sets that conformal risk control controls.
+"""
 
 from ._base import BaseConformityScore
 from .classification import APS, LAC, RAPS, ClassificationScore
 from .regression import CQR, AbsoluteResidual, NormalizedResidual, RegressionScore
+from .risk import CallableLoss, FalseNegativeRate, SetLoss
 
 __all__ = [
     "APS",
@@ -11,7 +16,10 @@ __all__ = [
     "RAPS",
     "AbsoluteResidual",
     "BaseConformityScore",
+    "CallableLoss",
     "ClassificationScore",
+    "FalseNegativeRate",
     "NormalizedResidual",
     "RegressionScore",
+    "SetLoss",
 ]

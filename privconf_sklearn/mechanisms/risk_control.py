@@ -224,6 +224,7 @@ class _Plan:
     resolution: int
     loss_bound: float
     alpha: float
+    epsilon: float = math.inf
     shape: Shape | None = None  # ExponCRC
     limit: int | None = None  # SplitCRC: the largest S_j the rule accepts
     risk_bound: float = 0.0
@@ -256,7 +257,9 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
 
     @abstractmethod
     def _plan(self, n: int, alpha: float, m: int, resolution: int, bound: float) -> _Plan | None:
-        """The public parameters of a release, or None if ``alpha`` is unreachable."""
+        """The public parameters of a release, or None if ``alpha`` is unreachable or the
+        grid has a single candidate; validates the mechanism's parameters.
+        """
 
     @abstractmethod
     def _log_probabilities(self, curve: LossCurve, plan: _Plan) -> np.ndarray:
@@ -268,9 +271,6 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
 
     def _validated_params(self) -> dict[str, Any]:
         return validate_params(self, self._parameter_constraints)
-
-    def _check_params(self) -> None:
-        self._validated_params()
 
     # ------------------------------------------------------------ public plan
     def risk_certificate(
@@ -302,9 +302,8 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         RiskCertificate
         """
         n, alpha, m, bound = _check_plan_input(n_samples, alpha, n_candidates, loss_bound)
-        self._check_params()
         q = max_resolution(n) if resolution is None else int(resolution)
-        plan = self._plan(n, alpha, m, q, bound) if m > 1 else None
+        plan = self._plan(n, alpha, m, q, bound)
         if plan is None:
             return RiskCertificate(0.0, False, self._unreachable(n, alpha, m, bound))
         return RiskCertificate(plan.risk_bound)
@@ -373,12 +372,12 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         n, alpha, m, bound = _check_plan_input(
             curve.n_samples, alpha, curve.n_candidates, curve.loss_bound
         )
-        self._check_params()
-        plan = self._plan(n, alpha, m, curve.resolution, bound) if m > 1 else None
+        plan = self._plan(n, alpha, m, curve.resolution, bound)
         if plan is None:
             return self._trivial(n, alpha, m, bound, curve)
         log_probabilities = self._log_probabilities(curve, plan)
-        if self.privacy_guarantee().is_private:
+        privacy = self.privacy_guarantee()
+        if privacy.is_private:
             index = noise.categorical_from_log_weights(log_probabilities)
         else:
             index = int(np.argmax(log_probabilities))
@@ -395,7 +394,7 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
             n_samples=n,
             alpha=alpha,
             loss_bound=bound,
-            privacy=self.privacy_guarantee(),
+            privacy=privacy,
             risk_upper_bound=plan.risk_bound,
             target_risk=self._target_risk(plan),
             reason=reason,
@@ -450,8 +449,7 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         n, alpha, m, bound = _check_plan_input(
             curve.n_samples, alpha, curve.n_candidates, curve.loss_bound
         )
-        self._check_params()
-        plan = self._plan(n, alpha, m, curve.resolution, bound) if m > 1 else None
+        plan = self._plan(n, alpha, m, curve.resolution, bound)
         if plan is None:
             log_probabilities = np.full(m, -np.inf)
             log_probabilities[-1] = 0.0
@@ -498,14 +496,13 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         RiskForecast
         """
         n, alpha, m, bound = _check_plan_input(n_samples, alpha, n_candidates, loss_bound)
-        self._check_params()
         q = max_resolution(n) if resolution is None else int(resolution)
         mean_loss = _check_mean_loss(mean_loss, m, bound)
         sums = np.minimum(np.ceil(n * q * (mean_loss / bound)), n * q).astype(np.int64)
         curve = LossCurve(sums, n, q, bound)
         probabilities = np.exp(self.release_distribution(curve, alpha))
         exact = SplitCRC().release_distribution(curve, alpha)
-        plan = self._plan(n, alpha, m, q, bound) if m > 1 else None
+        plan = self._plan(n, alpha, m, q, bound)
         return RiskForecast(
             n_samples=n,
             alpha=alpha,
@@ -637,6 +634,8 @@ class SplitCRC(RiskControlMechanism):
         return PrivacyGuarantee.no_privacy("Exact conformal risk control: no privacy protection.")
 
     def _plan(self, n, alpha, m, resolution, bound) -> _Plan | None:
+        if m < 2:
+            return None
         # S_j + Q < (n + 1) Q alpha / B  <=>  S_j <= ceil((n + 1) Q alpha / B - Q) - 1.
         room = Fraction(n + 1) * resolution * Fraction(alpha) / Fraction(bound) - resolution
         limit = math.ceil(room) - 1
@@ -718,12 +717,11 @@ class ExponCRC(RiskControlMechanism):
         self.epsilon = epsilon
         self.lower_slope = lower_slope
 
-    def _slope(self) -> Fraction | None:
-        slope = self._validated_params()["lower_slope"]
-        return None if slope == "auto" else _lower_slope_fraction(slope)
-
-    def _check_params(self) -> None:
-        self._slope()
+    def _checked(self) -> tuple[float, Fraction | None]:
+        """``(epsilon, s_l or None for "auto")``, validated."""
+        params = self._validated_params()
+        slope = params["lower_slope"]
+        return params["epsilon"], None if slope == "auto" else _lower_slope_fraction(slope)
 
     def privacy_guarantee(self) -> PrivacyGuarantee:
         """Pure epsilon-DP under replace-one and add/remove adjacency."""
@@ -737,18 +735,19 @@ class ExponCRC(RiskControlMechanism):
         )
 
     def _plan(self, n, alpha, m, resolution, bound) -> _Plan | None:
-        epsilon = self._validated_params()["epsilon"]
+        epsilon, slope = self._checked()
+        if m < 2:
+            return None
         level = resolution * alpha / bound
-        shape = choose_shape(n, level, epsilon, m, self._slope(), resolution)
+        shape = choose_shape(n, level, epsilon, m, slope, resolution)
         if shape is None:
             return None
         risk = min(alpha, certified_level(n, epsilon, shape) * bound / resolution)
-        return _Plan(n, m, resolution, bound, alpha, shape=shape, risk_bound=risk)
+        return _Plan(n, m, resolution, bound, alpha, epsilon, shape, risk_bound=risk)
 
     def _log_probabilities(self, curve: LossCurve, plan: _Plan) -> np.ndarray:
         assert plan.shape is not None
-        epsilon = self._validated_params()["epsilon"]
-        return shaped_log_probabilities(curve.curve, plan.shape, epsilon)
+        return shaped_log_probabilities(curve.curve, plan.shape, plan.epsilon)
 
     def _target_risk(self, plan: _Plan) -> float:
         assert plan.shape is not None

@@ -617,7 +617,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     def _sets(self, X, unseen: dict) -> np.ndarray:
         """Sets for the rows of ``X``; counts test rows of unseen groups into ``unseen``."""
         outputs = self.score_.estimator_outputs(self.estimator_, X)
-        if not isinstance(self.calibration_, MondrianCalibration):
+        if "group_thresholds_" not in vars(self):  # one threshold, not one per group
             return self.score_.predict_set(outputs, self.threshold_, random_state=self.random_state)
         ids = group_ids_of_rows(self.mondrian_, X, outputs.shape[0])
         codes = GroupIndex(self.groups_.tolist()).codes(ids)

@@ -31,6 +31,7 @@ from privconf_sklearn.mechanisms._shaped import (
     shaped_log_probabilities,
 )
 
+from ._multilabel import make_multilabel
 from ._stats import FALSE_FAILURE
 
 
@@ -208,17 +209,6 @@ def _conditional_risks(mechanism, units, pool_loss, n, alpha, resolution, trials
         release = mechanism.release_distribution(LossCurve(sums, n, resolution, 1.0), alpha)
         risks[t] = np.exp(release) @ pool_loss
     return risks
-
-
-def make_multilabel(n, n_labels=5, seed=0):
-    """Gaussian features; label k is on when a noisy linear score is positive (at least
-    one label per row, as MAPIE requires)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 8))
-    scores = X @ rng.normal(size=(8, n_labels)) + rng.normal(scale=1.5, size=(n, n_labels))
-    Y = (scores > 0.8).astype(int)
-    Y[np.arange(n), np.argmax(scores, axis=1)] = 1
-    return X, Y
 
 
 @pytest.fixture(scope="module")

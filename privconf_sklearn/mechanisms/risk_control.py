@@ -257,8 +257,9 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
 
     @abstractmethod
     def _plan(self, n: int, alpha: float, m: int, resolution: int, bound: float) -> _Plan | None:
-        """The public parameters of a release, or None if ``alpha`` is unreachable or the
-        grid has a single candidate; validates the mechanism's parameters.
+        """The public parameters of a release (validating the mechanism's parameters).
+
+        None if ``alpha`` is unreachable or the grid has a single candidate.
         """
 
     @abstractmethod

@@ -162,21 +162,26 @@ class SetLoss(BaseEstimator, metaclass=ABCMeta):
         """The true labels as a bool indicator matrix ``(n_samples, n_labels)``.
 
         A 2-d ``y`` is a multilabel indicator; a 1-d ``y`` holds labels from the
-        estimator's ``classes_`` (one true label per row).
+        estimator's ``classes_`` (one true label per row), and so does a column vector
+        ``y`` for a single-output classifier (one-dimensional ``classes_``), with
+        scikit-learn's ``DataConversionWarning``.
         """
-        if np.ndim(y) == 2:
+        classes = getattr(estimator, "classes_", None)
+        # one array of labels; multi-output models keep a list of arrays, one per output
+        single_output = isinstance(classes, np.ndarray) and classes.ndim == 1
+        if np.ndim(y) == 2 and not (single_output and np.shape(y)[1] == 1):
             targets = encode_multilabel(y)
             self.multilabel_ = True
         else:
-            classes = getattr(estimator, "classes_", None)
-            if classes is None or np.ndim(classes) != 1:
+            if not single_output:
                 raise TypeError(
                     f"{type(estimator).__name__} has no one-dimensional classes_: give a "
                     "2-d indicator y for a multilabel classifier."
                 )
-            check_label_kinds(y, classes)
-            columns = encode_labels(y, classes)
-            targets = np.zeros((columns.shape[0], len(classes)), dtype=bool)
+            labels = np.asarray(classes)
+            check_label_kinds(y, labels)
+            columns = encode_labels(y, labels)
+            targets = np.zeros((columns.shape[0], labels.shape[0]), dtype=bool)
             targets[np.arange(columns.shape[0]), columns] = True
             self.multilabel_ = False
         self.n_labels_ = targets.shape[1]

@@ -430,6 +430,24 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             n_samples, self.alpha, n_candidates, loss_bound=loss.bound(), mean_loss=mean_loss
         )
 
+    @property
+    def card_(self):
+        """Not available: contract cards certify coverage, not a risk (yet).
+
+        Raises
+        ------
+        NotImplementedError
+            Always, once fitted. The public record of the release is ``calibration_``
+            without its ``owner_diagnostics``.
+        """
+        check_is_fitted(self, "calibration_")
+        raise NotImplementedError(
+            "Contract cards state a coverage certificate; a risk-control card (the loss, "
+            "its bound, the certified E[loss]) is not part of the card schema yet. The "
+            "public record of this release is calibration_ (its details and privacy; "
+            "owner_diagnostics are not private)."
+        )
+
     # ------------------------------------------------------------ predict
     def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:
         """Boolean sets ``{k : p_k(x) > threshold_}``, one column per label of ``classes_``.

@@ -25,7 +25,9 @@ def test_units_are_the_exact_ceiling(bound, resolution, data):
     """``ceil(Q L / B)`` in exact rationals, for random losses and exact multiples."""
     k = data.draw(st.integers(0, resolution))
     fraction = data.draw(st.floats(0, 1, allow_nan=False))
-    losses = np.array([bound * fraction, k * bound / resolution, bound, 0.0, np.nextafter(bound, 0)])
+    losses = np.array(
+        [bound * fraction, k * bound / resolution, bound, 0.0, np.nextafter(bound, 0)]
+    )
     units = loss_units(losses, bound, resolution)
     for value, unit in zip(losses.tolist(), units.tolist(), strict=True):
         exact = Fraction(value) * resolution / Fraction(bound)
@@ -60,7 +62,8 @@ def test_resolution_keeps_integers_exact():
     for n in [1, 10**6, 10**8, 10**12]:
         q = max_resolution(n)
         assert q <= MAX_RESOLUTION and (n + 1) * q <= MAX_CURVE_UNITS
-        assert q & (q - 1) == 0 and 2 * q * (n + 1) > MAX_CURVE_UNITS or q == MAX_RESOLUTION
+        assert q & (q - 1) == 0  # a power of two: the largest that fits
+        assert q == MAX_RESOLUTION or 2 * q * (n + 1) > MAX_CURVE_UNITS
     with pytest.raises(ValueError, match="too large"):
         max_resolution(MAX_CURVE_UNITS)
 

@@ -286,3 +286,10 @@ def test_clone_and_pickle(data, model):
     crc.fit_calibrate(X_cal, Y_cal)
     restored = pickle.loads(pickle.dumps(crc))
     assert np.array_equal(restored.predict_set(X_test), crc.predict_set(X_test))
+
+
+def test_no_contract_card_yet(data, model):
+    _, _, X_cal, Y_cal, _, _ = data
+    crc = PrivateRiskControlClassifier(model, mechanism=SplitCRC()).fit_calibrate(X_cal, Y_cal)
+    with pytest.raises(NotImplementedError, match="risk-control card"):
+        crc.card_  # noqa: B018

@@ -239,10 +239,12 @@ class FalseNegativeRate(SetLoss):
     def loss_curve(self, outputs, targets, thresholds) -> LossCurve:
         """The exact curve: a true label with probability ``p`` is missed at ``t >= p``.
 
-        With ``c`` true labels in a row, the ``s``-th most often missed label of the row
-        carries ``ceil(Q s / c) - ceil(Q (s - 1) / c)`` units, so that the row's loss
-        when ``r`` labels are missed is exactly ``ceil(Q r / c)``; a histogram over the
-        number of candidates at which each label is missed gives every ``S_j``.
+        Each true label is missed at the first ``c_label = #{j : t_j >= p}`` candidates,
+        so ``S_j`` sums the units of the labels with ``c_label >= j``: one histogram
+        over ``c_label``, reverse-cumulated. A row with ``c`` true labels gives each
+        label ``Q / c`` units when ``c`` divides ``Q``; otherwise the ``s``-th most often
+        missed label of the row carries ``ceil(Q s / c) - ceil(Q (s - 1) / c)`` units,
+        so that the row's loss when ``r`` labels are missed is exactly ``ceil(Q r / c)``.
         """
         outputs = np.asarray(outputs, dtype=np.float64)
         targets = np.asarray(targets, dtype=bool)
@@ -250,20 +252,29 @@ class FalseNegativeRate(SetLoss):
         n, k = targets.shape
         m = thresholds.shape[0]
         resolution = _fnr_resolution(n, k)
-        ascending = thresholds[::-1]
-        # Number of candidates t_j >= p at which each true label is missed.
-        missed_at = np.where(targets, m - np.searchsorted(ascending, outputs, side="left"), 0)
-        missed_at = -np.sort(-missed_at, axis=1)  # per row, most often missed first
-        sizes = targets.sum(axis=1)
-        weights = _rank_weights(k, resolution)
-        histogram = np.zeros(m + 1)
-        for rank in range(k):
-            histogram += np.bincount(
-                missed_at[:, rank], weights=weights[sizes, rank], minlength=m + 1
-            )
-        # S_j = sum of the labels missed at at least j candidates (exact: integers < 2^53).
+        sizes = np.count_nonzero(targets, axis=1)
+        if np.all(resolution % np.unique(np.maximum(sizes, 1)) == 0):
+            rows, columns = np.nonzero(targets)
+            missed_at = m - np.searchsorted(thresholds[::-1], outputs[rows, columns], side="left")
+            histogram = np.bincount(missed_at, weights=resolution // sizes[rows], minlength=m + 1)
+        else:
+            histogram = _ranked_histogram(outputs, targets, thresholds, sizes, resolution)
+        # S_j = units of the labels missed at j candidates or more (integers below 2^53:
+        # exact in float64).
         sums = np.rint(np.cumsum(histogram[::-1])[::-1][1:]).astype(np.int64)
         return LossCurve(sums, n, resolution, 1.0)
+
+
+def _ranked_histogram(outputs, targets, thresholds, sizes, resolution) -> np.ndarray:
+    """Units per number of candidates missed at, with the rank weights of ceil(Q r / c)."""
+    m, k = thresholds.shape[0], targets.shape[1]
+    missed_at = np.where(targets, m - np.searchsorted(thresholds[::-1], outputs, side="left"), 0)
+    missed_at = -np.sort(-missed_at, axis=1)  # per row, most often missed first
+    weights = _rank_weights(k, resolution)
+    histogram = np.zeros(m + 1)
+    for rank in range(k):
+        histogram += np.bincount(missed_at[:, rank], weights=weights[sizes, rank], minlength=m + 1)
+    return histogram
 
 
 def _rank_weights(n_labels: int, resolution: int) -> np.ndarray:

@@ -420,14 +420,23 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         """A data-free forecast of the release on ``n_samples`` rows (no privacy spent).
 
         See :meth:`~privconf_sklearn.mechanisms.RiskControlMechanism.forecast`:
-        ``mean_loss`` is the idealised mean loss at each candidate of ``thresholds_``
-        order (default: linear in the candidate index, from ``loss_bound`` to 0).
+        ``mean_loss`` is the mean loss at each candidate, in ``thresholds_`` order
+        (least conservative first), e.g. measured on public or non-sensitive data. By
+        default, the loss's :meth:`~privconf_sklearn.scores.SetLoss.idealised_mean_loss`
+        (for the FNR ``clip(t, 0, 1)^2``, a calibrated model with uniform
+        probabilities), else the mechanism's default (linear in the candidate index).
         """
         loss = self._resolve_score()
         mechanism = self._resolve_mechanism()
-        n_candidates = candidate_thresholds(self.thresholds).shape[0]
+        thresholds = candidate_thresholds(self.thresholds)
+        if mean_loss is None:
+            mean_loss = loss.idealised_mean_loss(thresholds)
         return mechanism.forecast(
-            n_samples, self.alpha, n_candidates, loss_bound=loss.bound(), mean_loss=mean_loss
+            n_samples,
+            self.alpha,
+            thresholds.shape[0],
+            loss_bound=loss.bound(),
+            mean_loss=mean_loss,
         )
 
     @property

@@ -197,6 +197,13 @@ class SetLoss(BaseEstimator, metaclass=ABCMeta):
         """``{k : p_k(x) > threshold}`` (every label for ``threshold = -inf``)."""
         return np.asarray(outputs) > threshold
 
+    def idealised_mean_loss(self, thresholds) -> np.ndarray | None:
+        """A data-free guess of the mean loss at each threshold, for forecasts (or None).
+
+        None leaves the forecast to the mechanism's default idealised curve.
+        """
+        return None
+
 
 def _fnr_resolution(n_samples: int, n_labels: int) -> int:
     """``lcm(1, ..., K)`` when it fits (every rate exact), else the default resolution."""
@@ -235,6 +242,16 @@ class FalseNegativeRate(SetLoss):
     def bound(self) -> float:
         """1."""
         return 1.0
+
+    def idealised_mean_loss(self, thresholds) -> np.ndarray:
+        """``clip(t, 0, 1)^2``: the FNR of a calibrated model with uniform probabilities.
+
+        If every label's probability ``p`` is uniform on [0, 1] and the label is true
+        with probability ``p`` (a calibrated model), the true labels' probabilities have
+        density ``2p``, so a true label is missed at threshold ``t`` (``p <= t``) with
+        probability ``t^2``, and so is the mean FNR.
+        """
+        return np.clip(np.asarray(thresholds, dtype=np.float64), 0.0, 1.0) ** 2
 
     def loss_curve(self, outputs, targets, thresholds) -> LossCurve:
         """The exact curve: a true label with probability ``p`` is missed at ``t >= p``.

@@ -65,8 +65,8 @@ with ``g(t) = (m - 1) e^{-a t} / (1 + (m - 1) e^{-a t})``, ``a = epsilon s_l / B
 (proof in the user guide, Conformal risk control). For a quantile (``B = 1``, the
 miss-coverage loss) this is ``P(Y in C(X)) >= (n - floor(tau) - Gamma(phi)) / (n + 1)``:
 the whole lower tail of the release is charged at its exact worst case, instead of one
-union bound at one failure probability. :func:`largest_target` returns the largest ``tau`` (the smallest
-target rank) meeting a level.
+union bound at one failure probability. :func:`largest_target` returns the largest
+``tau`` (the smallest target rank) meeting a level.
 """
 
 from __future__ import annotations

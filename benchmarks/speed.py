@@ -45,6 +45,7 @@ SUITE = [
     ("bench_regression_predict", ["--repeats", "20"], ["--quick", "--repeats", "3"]),
     ("bench_fedcp_table", [], ["--repeats", "1"]),
     ("bench_dask", [], ["--quick"]),
+    ("bench_risk_control", [], ["--quick"]),
 ]
 
 

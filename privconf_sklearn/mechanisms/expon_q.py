@@ -49,6 +49,8 @@ from ._shaped import (
     Shape,
     choose_shape,
     miss_curve,
+    sample_shaped,
+    shaped_curve_log_probabilities,
     shaped_penalties,
     target_numerators,
     upper_coverage_bound,
@@ -229,9 +231,7 @@ def shaped_log_probabilities(counts: np.ndarray, shape: Shape, epsilon: float) -
     -------
     ndarray of shape (m,)
     """
-    numerators, denominator = shaped_penalties(miss_curve(counts), shape)
-    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
-    return mechanism.log_probabilities(-numerators / denominator)
+    return shaped_curve_log_probabilities(miss_curve(counts), shape, epsilon)
 
 
 # ------------------------------------------------------------------ the inflated level
@@ -792,6 +792,14 @@ class ExponQ(QuantileMechanism):
             counts, parameters.level, params["epsilon"], scaling=parameters.scaling
         )
 
+    def _draw_edge(self, params: dict, counts: np.ndarray, parameters, n: int, noise) -> int:
+        """The 0-based index of the released edge, drawn from the exact distribution."""
+        if parameters.scaling == "shaped":
+            numerators, denominator = shaped_penalties(miss_curve(counts), parameters.shape(n))
+            return sample_shaped(numerators, denominator, params["epsilon"], noise)
+        log_probabilities = self._log_probabilities(params, counts, parameters, n)
+        return int(noise.categorical_from_log_weights(log_probabilities))
+
     def threshold_distribution(self, scores, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """The exact distribution of the threshold :meth:`calibrate` releases.
 
@@ -855,8 +863,7 @@ class ExponQ(QuantileMechanism):
                 **_public_details(parameters, params),
             )
         counts = self._counts(params, statistics, parameters.n_bins)
-        log_probabilities = self._log_probabilities(params, counts, parameters, n)
-        edge = noise.categorical_from_log_weights(log_probabilities) + 1
+        edge = self._draw_edge(params, counts, parameters, n, noise) + 1
         upper, slope = self._upper_bound(params, n, alpha, parameters)
         reason = ""
         if edge == parameters.n_bins:

@@ -1,4 +1,8 @@
-"""Private conformal risk control of a multilabel classifier's false-negative rate.
+"""
+Private conformal risk control of a false-negative rate
+=======================================================
+
+Private conformal risk control of a multilabel classifier's false-negative rate.
 
 scikit-learn's ``load_digits`` becomes a multilabel task: every image gets six
 attributes of its digit (even, at least 5, prime, a closed loop, straight strokes only,
@@ -12,13 +16,19 @@ the figure shows the test FNR (left, the guarantee keeps its mean at most 0.1) a
 mean number of attributes per set (right): privacy costs a margin in the FNR, hence
 slightly larger sets, which shrinks as epsilon grows.
 
-Run:  python examples/plot_risk_control.py [--quick] [--output DIR]
-The full run (200 splits) takes about ten minutes; ``--quick`` (2 splits) a few seconds.
+Every number below the figure is printed by the run that drew it (building the
+documentation runs this script).
+
+Run:  ``python examples/plot_risk_control.py [--quick] [--output DIR]``. The full run (200
+splits) takes about ten minutes; ``--quick`` (3 splits; also selected by
+``PRIVCONF_EXAMPLES_QUICK=1``) a few seconds. ``--output DIR`` also writes the figure
+there.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
 from pathlib import Path
 
@@ -33,7 +43,6 @@ from privconf_sklearn import PrivateRiskControlClassifier, UninformativeCalibrat
 from privconf_sklearn.mechanisms import ExponCRC, SplitCRC
 
 FIGURE = "risk_control.png"
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "_static" / "examples"
 ALPHA = 0.1
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 
@@ -60,7 +69,7 @@ def simulate(splits: int, seed: int) -> dict:
     Y = ATTRIBUTES[digit]
     rng = np.random.default_rng(seed)
     results: dict = {}
-    for _ in tqdm(range(splits), desc="splits"):
+    for _ in tqdm(range(splits), desc="splits", disable=None):
         order = rng.permutation(X.shape[0])
         a, b = int(0.4 * len(order)), int(0.8 * len(order))
         train, calibration, test = order[:a], order[a:b], order[b:]
@@ -85,7 +94,8 @@ def simulate(splits: int, seed: int) -> dict:
     return {key: np.array(values) for key, values in results.items()}
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict):
+    """Test FNR (left) and mean set size (right) per epsilon; the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,30 +118,45 @@ def plot(results: dict, path: Path) -> None:
     fig.suptitle(
         f"load_digits attributes: FNR control at alpha = {ALPHA}, {results[None].shape[0]} splits"
     )
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def main(argv=None) -> list[Path]:
     """Run the splits and write the figure; return the written paths."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 splits")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--quick", action="store_true", help="3 splits")
+    parser.add_argument("--output", type=Path, default=None, help="also write the figure here")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    results = simulate(2 if args.quick else 200, args.seed)
-    args.output.mkdir(parents=True, exist_ok=True)
-    path = args.output / FIGURE
-    plot(results, path)
+    quick = args.quick or os.environ.get("PRIVCONF_EXAMPLES_QUICK") == "1"
+    results = simulate(3 if quick else 200, args.seed)
+    fig = plot(results)
+    print(f"Mean over {results[None].shape[0]} splits, alpha = {ALPHA}:")
     for epsilon, values in results.items():
         name = "SplitCRC" if epsilon is None else f"ExponCRC({epsilon:g})"
         print(
             f"{name:<14} FNR {values[:, 0].mean():.3f}  set size {values[:, 1].mean():.2f}  "
             f"trivial {np.mean(values[:, 2] == 0):.0%}"
         )
-    print(f"wrote {path}")
-    return [path]
+    written = []
+    if args.output is not None:
+        args.output.mkdir(parents=True, exist_ok=True)
+        written.append(args.output / FIGURE)
+        fig.savefig(written[-1], dpi=110)
+        print(f"wrote {written[-1]}")
+    return written
 
+
+# %%
+# The run
+# -------
+#
+# The guarantee is on the expected loss: the mean test FNR over splits stays at most
+# ``alpha``, while single splits scatter around it. ``ExponCRC`` aims below ``alpha``
+# by the margin its certificate needs at this budget (a few hundred calibration rows
+# here), so its sets are slightly larger than ``SplitCRC``'s, and the margin shrinks as
+# epsilon grows. See :doc:`/user_guide/risk_control` for the release, its privacy proof
+# and the certificate.
 
 if __name__ == "__main__":
     main()

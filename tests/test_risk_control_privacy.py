@@ -15,13 +15,14 @@ import warnings
 import numpy as np
 import pytest
 
+from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.mechanisms import (
     ExponCRC,
     ExponQ,
     LossCurve,
     UninformativeCalibrationWarning,
 )
-from privconf_sklearn.mechanisms._shaped import shaped_curve_log_probabilities
+from privconf_sklearn.mechanisms._shaped import sample_shaped, shaped_curve_log_probabilities
 from privconf_sklearn.mechanisms.expon_q import bin_counts
 
 from ._exact_tails import assert_counts_match
@@ -178,6 +179,18 @@ def test_sampler_matches_exact_distribution():
         ]
     assert np.count_nonzero(probabilities > 1e-3) >= 5  # a spread-out distribution
     assert_counts_match(np.bincount(draws, minlength=curve.n_candidates), probabilities)
+
+
+def test_sample_shaped_draws_in_proportion_to_exp_minus_epsilon_penalty():
+    """``P(j) = exp(-epsilon a_j / D) / sum_k exp(-epsilon a_k / D)``, exact binomial tails.
+
+    The expected probabilities are written out here, not taken from the library.
+    """
+    numerators, denominator, epsilon = np.array([3, 0, 1, 7, 2, 0]), 4, 1.5
+    weights = np.exp(-epsilon * numerators / denominator)
+    noise = check_noise_source(np.random.default_rng(11))
+    draws = [sample_shaped(numerators, denominator, epsilon, noise) for _ in range(4000)]
+    assert_counts_match(np.bincount(draws, minlength=6), weights / weights.sum())
 
 
 @pytest.mark.parametrize(("n", "alpha", "epsilon"), [(200, 0.1, 1.0), (1000, 0.05, 0.5)])

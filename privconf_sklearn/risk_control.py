@@ -511,21 +511,15 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
 
     @property
     def card_(self):
-        """Not available: contract cards certify coverage, not a risk (yet).
+        """Risk card of this calibration, without a contract.
 
-        Raises
-        ------
-        NotImplementedError
-            Always, once fitted. The public record of the release is ``calibration_``
-            without its ``owner_diagnostics``.
+        A new :class:`~privconf_sklearn.cards.RiskCard` on each access: the loss, its
+        bound ``B``, ``alpha``, the certified risk and the release of the calibration (or
+        of every Mondrian group) and the calibration guarantee. Check a contract with
+        ``RiskCard.from_estimator(est, RiskContract(...), epsilon_train=...)`` and a
+        serialised card with :func:`~privconf_sklearn.cards.verify_card`.
         """
-        check_is_fitted(self, "calibration_")
-        raise NotImplementedError(
-            "Contract cards state a coverage certificate; a risk-control card (the loss, "
-            "its bound, the certified E[loss]) is not part of the card schema yet. The "
-            "public record of this release is calibration_ (its details and privacy; "
-            "owner_diagnostics are not private)."
-        )
+        return super().card_
 
     # ------------------------------------------------------------ predict
     def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:

@@ -235,3 +235,19 @@ def test_bad_contract_is_refused_by_name():
     with pytest.raises(ValueError, match="loss_bound"):
         _contract(loss_bound=-1.0)
     assert np.isfinite(_contract().max_risk)
+
+
+def test_markdown_and_command_line(crc, tmp_path, capsys):
+    from privconf_sklearn.__main__ import main
+
+    card = RiskCard.from_estimator(crc, _contract(max_risk=0.05))
+    text = card.to_markdown()
+    assert text.startswith("# Risk card — INFEASIBLE") and "`risk`" in text
+    assert card.formal_sha256 in text
+    path = tmp_path / "card.json"
+    card.save(path)
+    assert RiskCard.load(path) == card
+    assert main(["card", "show", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("# Risk card — INFEASIBLE")
+    assert main(["card", "verify", str(path)]) == 1
+    assert "contract not met (risk)" in capsys.readouterr().out

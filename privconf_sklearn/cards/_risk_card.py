@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import os
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Annotated, Any
@@ -40,8 +41,9 @@ from ..privacy import PrivacyGuarantee
 from ..risk_control import MondrianRiskCalibration, PrivateRiskControlClassifier
 from ..scores import CallableLoss, FalseNegativeRate
 from ._card import DECISIONS, OwnerDiagnosticsWarning, check_arguments
-from ._codec import CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
+from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
 from ._contract import RISK_CLAUSES, Clause, Relation, _at_most, _calibration_clauses, decision_of
+from ._markdown import render_risk_markdown
 from ._records import (
     GROUP_ID,
     MAX_SAMPLES,
@@ -501,9 +503,7 @@ class RiskCard(Record):
             diagnostics=Diagnostics(
                 mechanism_details={"groups": tuple(public)} if grouped else public[0]
             ),
-            owner_diagnostics={"calibration": owner if grouped else owner[0]}
-            if any(owner)
-            else {},
+            owner_diagnostics={"calibration": owner if grouped else owner[0]} if any(owner) else {},
         )
 
     def with_contract(self, contract: RiskContract | None) -> RiskCard:
@@ -606,9 +606,7 @@ class RiskCard(Record):
         }
         schema = schema_of(cls)
         try:
-            return cls(
-                **{name: decode_field(schema[name], values[name], name) for name in schema}
-            )
+            return cls(**{name: decode_field(schema[name], values[name], name) for name in schema})
         except CardFormatError:
             raise
         except (TypeError, ValueError) as exc:
@@ -618,6 +616,31 @@ class RiskCard(Record):
     def from_json(cls, text: str | bytes) -> RiskCard:
         """Read a card from JSON text (see :meth:`from_dict` for the errors)."""
         return cls.from_dict(loads(text))
+
+    def save(self, path: str | os.PathLike, *, include_owner_diagnostics: bool = False) -> None:
+        """Write :meth:`to_json` to ``path`` (UTF-8); publishable by default."""
+        text = self.to_json(include_owner_diagnostics=include_owner_diagnostics)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RiskCard:
+        """Read a card from a JSON file (at most 16 MiB)."""
+        with open(path, encoding="utf-8") as handle:
+            return cls.from_json(handle.read(MAX_CHARS + 1))
+
+    def to_markdown(self, *, include_owner_diagnostics: bool = False) -> str:
+        """The card as Markdown (``include_owner_diagnostics`` as in :meth:`to_json`)."""
+        check_arguments("RiskCard", include_owner_diagnostics=include_owner_diagnostics)
+        owner = None
+        if include_owner_diagnostics and self.owner_diagnostics:
+            warn_at_caller(
+                "Writing owner diagnostics: computed from the data without noise, they are "
+                "NOT covered by the privacy guarantee. Do not publish this output.",
+                OwnerDiagnosticsWarning,
+            )
+            owner = plain_value(self.owner_diagnostics)
+        return render_risk_markdown(self, owner)
 
 
 def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:

@@ -182,9 +182,7 @@ def shaped_penalties(curve: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
     return np.maximum(np.maximum(below, above), 0), b * big_t * shape.bound
 
 
-def shaped_curve_log_probabilities(
-    curve: np.ndarray, shape: Shape, epsilon: float
-) -> np.ndarray:
+def shaped_curve_log_probabilities(curve: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
     """Normalised ``log P(J = j)`` of the shaped release over the curve ``S_0..S_m``.
 
     The one release behind ExponQ's ``scaling="shaped"`` (``curve = miss_curve(counts)``)

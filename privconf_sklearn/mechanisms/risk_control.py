@@ -357,9 +357,9 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         _, alpha, m, bound = _check_plan_input(1, alpha, n_candidates, loss_bound, caller)
         params = self._validated_params()
         return smallest_feasible_size(
-            lambda n: self._risk_certificate(
-                params, n, alpha, m, bound, max_resolution(n)
-            ).feasible,
+            lambda n: (
+                self._risk_certificate(params, n, alpha, m, bound, max_resolution(n)).feasible
+            ),
             f"{self!r} at alpha = {alpha!r}",
         )
 

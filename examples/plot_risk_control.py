@@ -123,7 +123,7 @@ def plot(results: dict):
 
 def main(argv=None) -> list[Path]:
     """Run the splits and write the figure; return the written paths."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Private conformal risk control of an FNR.")
     parser.add_argument("--quick", action="store_true", help="3 splits")
     parser.add_argument("--output", type=Path, default=None, help="also write the figure here")
     parser.add_argument("--seed", type=int, default=0)

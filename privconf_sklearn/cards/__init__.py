@@ -25,7 +25,7 @@ from ..base import register_card_builder
 from ..risk_control import PrivateRiskControlClassifier
 from ._card import SCHEMA, SCHEMA_VERSION, ContractCard, OwnerDiagnosticsWarning
 from ._codec import CardFormatError
-from ._contract import CLAUSES, Clause, Contract
+from ._contract import CLAUSES, RISK_CLAUSES, Clause, Contract
 from ._records import (
     CalibrationEntry,
     Candidate,
@@ -67,6 +67,7 @@ register_card_builder(card_of)
 __all__ = [
     "CLAUSES",
     "MECHANISMS",
+    "RISK_CLAUSES",
     "RISK_MECHANISMS",
     "RISK_SCHEMA",
     "RISK_SCHEMA_VERSION",

@@ -831,6 +831,7 @@ class ExponQ(QuantileMechanism):
         parameters = self._resolve(params, n, alpha)
         if not parameters.feasible:
             return np.ones(1), np.zeros(1)
+        assert parameters.n_bins is not None  # feasible: the number of bins is fixed
         counts = self._counts(params, ScoreArray._checked(scores), parameters.n_bins)
         log_probabilities = self._log_probabilities(params, counts, parameters, n)
         return _edges(params["grid"], parameters.n_bins), log_probabilities
@@ -862,6 +863,7 @@ class ExponQ(QuantileMechanism):
                 self._unreachable(params, n, alpha),
                 **_public_details(parameters, params),
             )
+        assert parameters.n_bins is not None  # feasible: the number of bins is fixed
         counts = self._counts(params, statistics, parameters.n_bins)
         edge = self._draw_edge(params, counts, parameters, n, noise) + 1
         upper, slope = self._upper_bound(params, n, alpha, parameters)

@@ -384,7 +384,10 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             row_groups = group_ids_of_rows(run.params["mondrian"], X, n)
             index = GroupIndex.from_rows(row_groups)
             codes = index.codes(row_groups)
-        self._reserve(run, np.bincount(codes), targets.shape[1], thresholds.shape[0])
+        mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
+        mechanism_params = mechanism._validated_params()  # once for the fit's release
+        sizes = np.bincount(codes)
+        self._reserve(run, mechanism_params, sizes, targets.shape[1], thresholds.shape[0])
         run.fix_score_range()
         outputs = loss.estimator_outputs(run.model, X)
         if outputs.shape[1] != targets.shape[1]:
@@ -392,7 +395,7 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
                 f"predict_proba gives {outputs.shape[1]} labels but y has {targets.shape[1]}."
             )
         run._start_release()
-        releases = self._releases(run, outputs, targets, thresholds, codes)
+        releases = self._releases(run, mechanism_params, (outputs, targets), thresholds, codes)
         classes = np.arange(targets.shape[1]) if loss.multilabel_ else run.model.classes_
         fitted: dict[str, Any] = {"thresholds_": thresholds, "classes_": np.asarray(classes)}
         if index is None:
@@ -418,25 +421,28 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         )
         return self._set_fitted(run, cast(Any, record), releases, None, fitted)  # type: ignore[arg-type]
 
+    @staticmethod
     def _certificates(
-        self, run: CalibrationRun, sizes: np.ndarray, n_labels: int, n_candidates: int
+        run: CalibrationRun, mechanism_params: dict, sizes, n_labels: int, n_candidates: int
     ) -> list[RiskCertificate]:
-        """Each group's certificate, from its public size (no row read)."""
+        """Each group's certificate, from its public size and resolution (no row read)."""
         loss: SetLoss = run.score  # type: ignore[assignment]
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
+        alpha, bound = run.params["alpha"], loss.bound()
         return [
-            mechanism.risk_certificate(
-                size,
-                run.params["alpha"],
-                n_candidates,
-                loss_bound=loss.bound(),
-                resolution=loss.resolution(size, n_labels),
+            mechanism._risk_certificate(
+                mechanism_params, size, alpha, n_candidates, bound, loss.resolution(size, n_labels)
             )
             for size in sizes.tolist()
         ]
 
     def _reserve(
-        self, run: CalibrationRun, sizes: np.ndarray, n_labels: int, n_candidates: int
+        self,
+        run: CalibrationRun,
+        mechanism_params: dict,
+        sizes: np.ndarray,
+        n_labels: int,
+        n_candidates: int,
     ) -> None:
         """Step 3: reserve the exact spend of the release(s) on the ledger, atomically.
 
@@ -446,35 +452,41 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         :func:`~privconf_sklearn.mondrian.mondrian_privacy` for the groups whose
         certificate is feasible.
         """
-        feasible = [c.feasible for c in self._certificates(run, sizes, n_labels, n_candidates)]
+        certificates = self._certificates(run, mechanism_params, sizes, n_labels, n_candidates)
+        feasible = [certificate.feasible for certificate in certificates]
+        mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
         adjacency = run.params["adjacency"]
         if run.params["mondrian"] is not None:
             reserved = mondrian_privacy(
-                run.mechanism,  # type: ignore[arg-type]
+                mechanism,  # type: ignore[arg-type]
                 "public",
                 adjacency,
                 n_groups_read=min(sum(feasible), 2),
                 n_groups=len(feasible),
             )
         elif feasible[0]:
-            reserved = run.mechanism.privacy_guarantee().under(adjacency)
+            reserved = mechanism._privacy_guarantee(mechanism_params).under(adjacency)
         else:
             reserved = PrivacyGuarantee.untouched(
                 "Infeasible request, decided from public quantities: no data read."
             ).under(adjacency)
         run._reserve_exactly(reserved)
 
-    def _releases(self, run: CalibrationRun, outputs, targets, thresholds, codes):
-        """Step 4: one release per group (one in all without ``mondrian``)."""
+    def _releases(self, run: CalibrationRun, mechanism_params: dict, rows_data, thresholds, codes):
+        """Step 4: one release per group (one in all without ``mondrian``).
+
+        ``rows_data`` is ``(outputs, targets)``: the model's probabilities and the encoded
+        labels of every calibration row.
+        """
         loss: SetLoss = run.score  # type: ignore[assignment]
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
-        params = mechanism._validated_params()
+        outputs, targets = rows_data
         noise = check_noise_source(self.random_state)
         releases = []
         for code in range(int(codes.max()) + 1):
             rows = np.flatnonzero(codes == code)
             curve = loss.loss_curve(outputs[rows], targets[rows], thresholds)
-            release = mechanism._release(params, curve, run.params["alpha"], noise)
+            release = mechanism._release(mechanism_params, curve, run.params["alpha"], noise)
             releases.append(
                 replace(release, privacy=release.privacy.under(run.params["adjacency"]))
             )

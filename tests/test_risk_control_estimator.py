@@ -288,8 +288,10 @@ def test_clone_and_pickle(data, model):
     assert np.array_equal(restored.predict_set(X_test), crc.predict_set(X_test))
 
 
-def test_no_contract_card_yet(data, model):
+def test_card_states_the_risk(data, model):
+    """The card is a risk card (tests/test_risk_card.py checks it in depth)."""
     _, _, X_cal, Y_cal, _, _ = data
     crc = PrivateRiskControlClassifier(model, mechanism=SplitCRC()).fit_calibrate(X_cal, Y_cal)
-    with pytest.raises(NotImplementedError, match="risk-control card"):
-        crc.card_  # noqa: B018
+    card = crc.card_
+    assert (card.configuration.loss, card.configuration.alpha) == ("fnr", crc.alpha)
+    assert card.risk_upper_bound == crc.calibration_.risk_upper_bound

@@ -496,9 +496,14 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
             curve.loss_bound,
             self._method("release_distribution"),
         )
-        plan = self._plan(params, n, alpha, m, curve.resolution, bound)
+        return self._distribution(
+            params, curve, self._plan(params, n, alpha, m, curve.resolution, bound)
+        )
+
+    def _distribution(self, params: dict, curve: LossCurve, plan: _Plan | None) -> np.ndarray:
+        """``log P(J = j)`` under a plan (the last candidate surely when there is none)."""
         if plan is None:
-            log_probabilities = np.full(m, -np.inf)
+            log_probabilities = np.full(curve.n_candidates, -np.inf)
             log_probabilities[-1] = 0.0
             return log_probabilities
         return self._log_probabilities(params, curve, plan)
@@ -549,10 +554,10 @@ class RiskControlMechanism(BaseEstimator, metaclass=ABCMeta):
         params = self._validated_params()
         sums = np.minimum(np.ceil(n * q * (mean_loss / bound)), n * q).astype(np.int64)
         curve = LossCurve(sums, n, q, bound)
-        probabilities = np.exp(self._release_distribution(params, curve, alpha))
-        exact = SplitCRC()
-        crc = exact._release_distribution(exact._validated_params(), curve, alpha)
         plan = self._plan(params, n, alpha, m, q, bound)
+        probabilities = np.exp(self._distribution(params, curve, plan))
+        exact = SplitCRC()  # no parameters: nothing to validate
+        crc = exact._distribution({}, curve, exact._plan({}, n, alpha, m, q, bound))
         return RiskForecast(
             n_samples=n,
             alpha=alpha,

@@ -48,6 +48,7 @@ SUITE = [
     ("bench_fedcp_table", [], ["--repeats", "1"]),
     ("bench_dask", [], ["--quick"]),
     ("bench_exact_samplers", [], ["--quick"]),
+    ("bench_risk_control", [], ["--quick"]),
 ]
 
 

@@ -23,6 +23,7 @@ from .regression import (
     QuantilePair,
     ScoreBoundsWarning,
 )
+from .risk_control import PrivateRiskControlClassifier
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivateConformalClassifier",
     "PrivateConformalRegressor",
+    "PrivateRiskControlClassifier",
     "QuantilePair",
     "ScoreBoundsWarning",
     "UninformativeCalibrationWarning",

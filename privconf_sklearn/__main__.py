@@ -81,8 +81,20 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_card(path: str):
+    """A contract card, or a risk card when the file names the risk-card schema."""
+    from .cards import RISK_SCHEMA, CardFormatError, ContractCard, RiskCard
+
+    try:
+        return ContractCard.load(path)
+    except CardFormatError as exc:
+        if RISK_SCHEMA not in str(exc):
+            raise
+    return RiskCard.load(path)
+
+
 def _card(args: argparse.Namespace) -> int:
-    from .cards import ContractCard, verify_card
+    from .cards import verify_card
 
     key = None
     if args.public_key is not None:
@@ -100,7 +112,7 @@ def _card(args: argparse.Namespace) -> int:
         _emit(result.report() + "\n")
         return result.exit_code
     try:
-        card = ContractCard.load(args.path)
+        card = _load_card(args.path)
     except (OSError, ValueError) as exc:
         print(f"error: cannot read {args.path}: {exc}", file=sys.stderr)
         return 2

@@ -755,7 +755,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
     def _sets(self, X, unseen: dict) -> np.ndarray:
         """Sets for the rows of ``X``; counts test rows of unseen groups into ``unseen``."""
         outputs = self.score_.estimator_outputs(self.estimator_, X)
-        if not isinstance(self.calibration_, MondrianCalibration):
+        if "group_thresholds_" not in vars(self):  # one threshold, not one per group
             return self.score_.predict_set(outputs, self.threshold_, random_state=self.random_state)
         ids = group_ids_of_rows(self.mondrian_, X, outputs.shape[0])
         codes = GroupIndex(self.groups_.tolist()).codes(ids)
@@ -764,8 +764,8 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         return self._sets_by_row_group(outputs, codes)
 
     def _sets_by_row_group(self, outputs: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """Rows of group ``g`` use ``group_thresholds_[g]``; code -1 the top of the range."""
-        top = self.score_bounds_[1]
+        """Rows of group ``g`` use ``group_thresholds_[g]``; code -1 the trivial set."""
+        top = self._full_set_threshold()
         result = None
         for code in np.unique(codes).tolist():
             rows = np.flatnonzero(codes == code)
@@ -777,6 +777,10 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         if result is None:  # no rows
             return self.score_.predict_set(outputs, top, random_state=self.random_state)
         return result
+
+    def _full_set_threshold(self) -> float:
+        """The threshold of the trivial set (every label, the widest interval)."""
+        return self.score_bounds_[1]
 
     def predict(self, X):
         """The wrapped estimator's point predictions."""

@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "privconf_sklearn.mondrian",  # per-group calibration the estimators use
             "privconf_sklearn.classification",
             "privconf_sklearn.regression",
+            "privconf_sklearn.risk_control",  # conformal risk control (multilabel sets)
         ),
     ),
     ("cards", ("privconf_sklearn.cards",)),
@@ -74,6 +75,7 @@ FORBIDDEN = [
     ("privconf_sklearn._base", "privconf_sklearn.cards"),
     ("privconf_sklearn.classification", "privconf_sklearn.cards"),
     ("privconf_sklearn.regression", "privconf_sklearn.cards"),
+    ("privconf_sklearn.risk_control", "privconf_sklearn.cards"),
     ("privconf_sklearn.cards", "privconf_sklearn.model_selection"),
     ("privconf_sklearn.mechanisms", "privconf_sklearn.federated"),
     ("privconf_sklearn.metrics", "privconf_sklearn.classification"),

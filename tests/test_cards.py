@@ -223,7 +223,10 @@ def _cards():
         _model(), mechanism=FedCP2QQ(epsilon=2.0), alpha=0.1, random_state=0, adjacency="add/remove"
     ).fit_calibrate(X_cal, y_cal, groups=np.arange(len(y_cal)) % 8)
     cards["fedcp2qq_local"] = ContractCard.from_estimator(
-        federated, Contract(0.9, max_epsilon_train=2.0, max_epsilon_cal=2.0, beta=1e-3)
+        federated,
+        Contract(
+            0.9, max_epsilon_train=2.0, max_epsilon_cal=2.0, beta=1e-3, adjacency="add/remove"
+        ),
     )
     with pytest.warns(UserWarning):
         cards["unreachable"] = ContractCard.from_estimator(

@@ -39,11 +39,14 @@ from privconf_sklearn.datasets import make_two_gaussians
 from privconf_sklearn.mechanisms import (
     DPAPS,
     PCOQS,
+    ExponCRC,
     ExponQ,
     FedCP2QQ,
     FedCPQQ,
+    LossCurve,
     ScoreArray,
     SplitConformal,
+    SplitCRC,
 )
 from privconf_sklearn.model_selection import CertificateAwareSearch
 from privconf_sklearn.mondrian import PrivateGroupSizes
@@ -376,3 +379,52 @@ def test_scikit_learns_own_parameter_check_passes():
         estimator, contract=contract, param_grid={"calibration_size": [10]}
     )
     check_param_validation("CertificateAwareSearch", search)
+
+
+@pytest.mark.parametrize("mechanism", [ExponCRC(1.0), SplitCRC()], ids=lambda m: type(m).__name__)
+def test_each_risk_control_method_validates_the_parameters_once(mechanism, validations):
+    """The risk-control mechanisms follow the same rule: one validation per public call."""
+    losses = np.clip(np.linspace(1, 0, 21)[None, :] - np.linspace(0, 0.5, 300)[:, None], 0, 1)
+    curve = LossCurve.from_losses(losses)
+    calls = {
+        "privacy_guarantee": mechanism.privacy_guarantee,
+        "risk_certificate": lambda: mechanism.risk_certificate(300, 0.3, 21),
+        "min_informative_samples": lambda: mechanism.min_informative_samples(0.3, 21),
+        "calibrate": lambda: mechanism.calibrate(losses, 0.3, random_state=0),
+        "calibrate_curve": lambda: mechanism.calibrate_curve(curve, 0.3, random_state=0),
+        "release_distribution": lambda: mechanism.release_distribution(curve, 0.3),
+        "forecast": lambda: mechanism.forecast(300, 0.3, 21),
+    }
+    name = type(mechanism).__name__
+    for method, call in calls.items():
+        validations.clear()
+        call()
+        assert validations.get(name) == 1, (method, validations)
+
+
+def test_a_risk_control_fit_validates_the_estimator_once(validations):
+    """One validation of the estimator per fit; the mechanism's once for the budget check
+    before any data is read and once for the release."""
+    from sklearn.multioutput import MultiOutputClassifier
+
+    from privconf_sklearn import PrivateRiskControlClassifier
+
+    from ._multilabel import make_multilabel
+
+    X, Y = make_multilabel(1500)
+    model = MultiOutputClassifier(LogisticRegression()).fit(X[:500], Y[:500])
+
+    class Ledger:
+        def check(self, epsilon, delta):
+            pass
+
+        def spend(self, epsilon, delta):
+            pass
+
+    estimator = PrivateRiskControlClassifier(
+        model, mechanism=ExponCRC(1.0), accountant=Ledger(), random_state=0
+    )
+    validations.clear()
+    estimator.fit_calibrate(X[500:], Y[500:])
+    assert validations["PrivateRiskControlClassifier"] == 1
+    assert validations["ExponCRC"] == 2

@@ -214,8 +214,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "shaped-sampler-halves-epsilon",
         "privconf_sklearn/mechanisms/_shaped.py",
-        'mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")',
-        'mechanism = ExponentialMechanism(epsilon, 1.0, analysis="standard")',
+        'sampler = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")',
+        'sampler = ExponentialMechanism(epsilon, 1.0, analysis="standard")',
         ("tests/test_expon_q_shaped.py", "tests/test_expon_q_privacy.py"),
         "the shaped release drawn at rate epsilon / 2, not the distribution it states",
     ),

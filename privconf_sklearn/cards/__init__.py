@@ -13,15 +13,19 @@ After "Contract Cards for Auditable Private Conformal Prediction" (2026):
   diagnostics are written only on request.
 - :func:`verify_card`: rebuild the formal layer from a serialised card alone and
   compare (Observation 4.1); never raises on a card.
+- :class:`RiskCard` and :class:`RiskContract`: the same record for a conformal risk
+  control (:class:`~privconf_sklearn.PrivateRiskControlClassifier`), whose contract
+  states the loss, its bound and the largest certified risk.
 - The selection rules of :class:`~privconf_sklearn.model_selection.CertificateAwareSearch`
   (formal screening first, calibration only for the admissible, non-dominated
   configurations; Sec. 4, Table 2), which the verifier recomputes.
 """
 
 from ..base import register_card_builder
+from ..risk_control import PrivateRiskControlClassifier
 from ._card import SCHEMA, SCHEMA_VERSION, ContractCard, OwnerDiagnosticsWarning
 from ._codec import CardFormatError
-from ._contract import CLAUSES, Clause, Contract
+from ._contract import CLAUSES, RISK_CLAUSES, Clause, Contract
 from ._records import (
     CalibrationEntry,
     Candidate,
@@ -34,14 +38,39 @@ from ._records import (
     Signature,
     TrainingPrivacy,
 )
+from ._risk_card import (
+    RISK_SCHEMA,
+    RISK_SCHEMA_VERSION,
+    RiskCard,
+    RiskContract,
+    RiskEntry,
+    RiskRelease,
+    RiskSetup,
+)
 from ._search import CertificateSelection
-from ._verify import MECHANISMS, Verification, verify_card
+from ._verify import MECHANISMS, RISK_MECHANISMS, Verification, verify_card
 
-register_card_builder(ContractCard.from_estimator)
+
+def card_of(estimator):
+    """The card behind ``estimator.card_``: a :class:`RiskCard` for risk control.
+
+    Otherwise :meth:`ContractCard.from_estimator`. Registered with
+    :func:`~privconf_sklearn.base.register_card_builder` when this package is imported.
+    """
+    if isinstance(estimator, PrivateRiskControlClassifier):
+        return RiskCard.from_estimator(estimator)
+    return ContractCard.from_estimator(estimator)
+
+
+register_card_builder(card_of)
 
 __all__ = [
     "CLAUSES",
     "MECHANISMS",
+    "RISK_CLAUSES",
+    "RISK_MECHANISMS",
+    "RISK_SCHEMA",
+    "RISK_SCHEMA_VERSION",
     "SCHEMA",
     "SCHEMA_VERSION",
     "CalibrationEntry",
@@ -57,9 +86,15 @@ __all__ = [
     "Diagnostics",
     "OwnerDiagnosticsWarning",
     "Release",
+    "RiskCard",
+    "RiskContract",
+    "RiskEntry",
+    "RiskRelease",
+    "RiskSetup",
     "Selection",
     "Signature",
     "TrainingPrivacy",
     "Verification",
+    "card_of",
     "verify_card",
 ]

@@ -34,6 +34,7 @@ from ..metrics import (
 )
 from ..mondrian import MondrianCalibration
 from ..privacy import ADJACENCIES, PrivacyGuarantee
+from ..risk_control import PrivateRiskControlClassifier
 from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
 from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
 from ._records import (
@@ -644,6 +645,11 @@ class ContractCard(Record):
             With the estimator attached, for :meth:`evaluate`.
         """
         check_arguments("ContractCard.from_estimator", estimator=estimator)
+        if isinstance(estimator, PrivateRiskControlClassifier):
+            raise TypeError(
+                f"{type(estimator).__name__} certifies a risk, not a coverage: its card is a "
+                "RiskCard (RiskCard.from_estimator, or estimator.card_)."
+            )
         check_is_fitted(estimator, "calibration_")
         calibration, task = estimator.calibration_, task_of(estimator)
         releases, mondrian = _releases(calibration), isinstance(calibration, MondrianCalibration)

@@ -22,7 +22,7 @@ from .._param_validation import Interval, StrOptions
 from ..privacy import ADJACENCIES
 from ._records import Budget, Flag, MaybeBudget, OpenUnit, Record, Signed, Text, forms
 
-__all__ = ["CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
+__all__ = ["CLAUSES", "RISK_CLAUSES", "Clause", "Contract", "check_contract", "decision_of"]
 
 #: Clause names in the order cards list them.
 CLAUSES = (
@@ -35,7 +35,18 @@ CLAUSES = (
     "delta_cal",
     "informative",
 )
-CLAUSE_NAMES = [StrOptions(set(CLAUSES))]
+#: Clause names of a risk card (:mod:`._risk_card`), in the order it lists them.
+RISK_CLAUSES = (
+    "loss",
+    "risk",
+    "level_reachable",
+    "epsilon_train",
+    "delta_train",
+    "epsilon_cal",
+    "delta_cal",
+    "informative",
+)
+CLAUSE_NAMES = [StrOptions(set(CLAUSES) | set(RISK_CLAUSES))]
 BelowOne = Annotated[float, forms(Interval(Real, 0, 1, closed="left"))]
 Relation = Annotated[str, forms(StrOptions(set(ADJACENCIES)))]
 
@@ -96,7 +107,7 @@ class Clause(Record):
     Parameters
     ----------
     name : str
-        One of :data:`CLAUSES`.
+        One of :data:`CLAUSES` (of :data:`RISK_CLAUSES` on a risk card).
     requirement : str
         The inequality checked, in words and numbers (naming the groups that fail).
     value, bound, margin : float or None

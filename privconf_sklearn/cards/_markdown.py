@@ -13,7 +13,7 @@ from typing import Any
 
 from ._records import EMPIRICAL
 
-__all__ = ["render_markdown"]
+__all__ = ["render_markdown", "render_risk_markdown"]
 
 TEMPLATE = Template(
     """# Contract card — $title
@@ -41,6 +41,13 @@ CERTIFICATE = (
     "certificate.marginal_lower_bound certificate.level_reachable certificate.reason"
 )
 CLAUSE = "name requirement value margin satisfied"
+RISK_CONTRACT = (
+    "loss loss_bound max_risk max_epsilon_train max_epsilon_cal delta adjacency require_informative"
+)
+RISK_CERTIFICATE = "group n_samples resolution risk_bound level_reachable reason"
+RISK_RELEASE = (
+    "group release.index release.threshold release.informative release.target_risk release.reason"
+)
 RELEASE = (
     "group release.threshold release.informative release.coverage_holds release.reason "
     "release.threshold_score_units release.score_bounds release.score_bounds_source "
@@ -85,7 +92,12 @@ def _table(columns: str, *records, labels: tuple[str, ...] = ()) -> str:
 
 def _fields(record) -> str:
     """A record as a two-column table of its fields."""
-    rows = "".join(f"| {name} | {_fmt(value)} |\n" for name, value in vars(record).items())
+    return _dict_fields(vars(record))
+
+
+def _dict_fields(values: dict) -> str:
+    """Names and values as a two-column table."""
+    rows = "".join(f"| {name} | {_fmt(value)} |\n" for name, value in values.items())
     return "| field | value |\n|---|---|\n" + rows
 
 
@@ -225,3 +237,57 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         covered=covered,
         diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
     )
+
+
+def _risk_sections(card) -> list[tuple[str, str]]:
+    released = card.calibrations[0].release is not None
+    cal, train = card.calibration_privacy, card.training_privacy
+    grid = card.configuration.thresholds
+    setup = {
+        **vars(card.configuration),
+        "thresholds": f"{len(grid)} candidates, from {_fmt(grid[0])} down to {_fmt(grid[-1])}",
+    }
+    contract = "—\n" if card.contract is None else _table(RISK_CONTRACT, card.contract)
+    return [
+        ("Contract", contract),
+        ("Configuration", _dict_fields(setup)),
+        ("Privacy", _table(PRIVACY, train, cal, labels=("training", "calibration"))),
+        ("Certificate: E[loss] <= risk_bound", _table(RISK_CERTIFICATE, *card.calibrations)),
+        ("Clauses", _table(CLAUSE, *card.clauses) if card.clauses else "— (no contract)\n"),
+        ("Release", _table(RISK_RELEASE, *card.calibrations) if released else "Not calibrated.\n"),
+    ]
+
+
+def render_risk_markdown(card, owner_diagnostics: dict | None = None) -> str:
+    """A risk card as Markdown: decision and budget first, then the formal layer.
+
+    Parameters
+    ----------
+    card : RiskCard
+        The card.
+    owner_diagnostics : dict or None, default=None
+        Owner diagnostics to append (only when the owner asked for them).
+
+    Returns
+    -------
+    str
+    """
+    cal, train = card.calibration_privacy, card.training_privacy
+    trivial = [e.group for e in card.calibrations if e.release and not e.release.informative]
+    title = card.decision.upper() + (" — UNINFORMATIVE (every label)" if trivial else "")
+    notes = "".join(note + "\n\n" for note in _decision_notes(card))
+    text = TEMPLATE.substitute(
+        title=title,
+        budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)} "
+        f"({cal.notion}, {cal.adjacency} adjacency{'' if cal.holds else ', NOT HOLDING'}); "
+        f"training epsilon = {_fmt(train.epsilon)}, delta = {_fmt(train.delta)} "
+        f"({train.source}).",
+        notes=notes,
+        formal="".join(f"### {heading}\n\n{body}\n" for heading, body in _risk_sections(card)),
+        digest=card.formal_sha256,
+        signature="**Unsigned.** The digest guards the formal layer against accidental edits "
+        "only (anyone can recompute it); the diagnostic layer is outside it.",
+        covered="UNSIGNED, outside the digest",
+        diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
+    )
+    return text.replace("# Contract card", "# Risk card", 1)

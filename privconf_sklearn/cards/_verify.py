@@ -16,14 +16,25 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..mechanisms import DPAPS, PCOQS, ExponQ, FedCP2QQ, FedCPQQ, QuantileMechanism, SplitConformal
+from ..mechanisms import (
+    DPAPS,
+    PCOQS,
+    ExponCRC,
+    ExponQ,
+    FedCP2QQ,
+    FedCPQQ,
+    QuantileMechanism,
+    SplitConformal,
+    SplitCRC,
+)
 from ..mondrian import PrivateGroupSizes, mondrian_privacy, private_sizes_coverage_floor
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ..scores import public_score_threshold
 from ._card import NO_ROWS, ContractCard, planned_certificate
-from ._codec import canonical_bytes
+from ._codec import MAX_CHARS, canonical_bytes, decode, loads
 from ._contract import Clause
 from ._records import Certificate, ComponentSpec
+from ._risk_card import RISK_SCHEMA, RiskCard, RiskEntry, RiskSetup
 from ._selection import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
 
 __all__ = ["MECHANISMS", "Verification", "verify_card"]
@@ -32,6 +43,8 @@ __all__ = ["MECHANISMS", "Verification", "verify_card"]
 MECHANISMS: dict[str, type[QuantileMechanism]] = {
     cls.__name__: cls for cls in (DPAPS, ExponQ, FedCP2QQ, FedCPQQ, PCOQS, SplitConformal)
 }
+#: The risk-control mechanisms a risk card may name.
+RISK_MECHANISMS: dict[str, type] = {cls.__name__: cls for cls in (ExponCRC, SplitCRC)}
 #: Relative tolerance for a recomputed ``L(c)`` or privacy loss (libms differ in last bits).
 RTOL = 1e-12
 
@@ -357,7 +370,45 @@ def _key(public_key) -> str | None:
     return public_key_hex(public_key)
 
 
-def _check(card: ContractCard, registry, key: str | None) -> tuple[tuple[Clause, ...], list[str]]:
+def _risk_entry(entry: RiskEntry, mechanism, setup: RiskSetup) -> RiskEntry:
+    """The entry with its certificate recomputed (as recorded if equal up to :data:`RTOL`)."""
+    certificate = mechanism.risk_certificate(
+        entry.n_samples,
+        setup.alpha,
+        len(setup.thresholds),
+        loss_bound=setup.loss_bound,
+        resolution=entry.resolution,
+    )
+    bound = certificate.upper_bound
+    bound = entry.risk_bound if _close(entry.risk_bound, bound) else bound
+    return replace(
+        entry, risk_bound=bound, level_reachable=certificate.feasible, reason=certificate.reason
+    )
+
+
+def _expected_risk_card(card: RiskCard) -> RiskCard:
+    """A risk card rebuilt: certificates, guarantee, clauses and decision recomputed."""
+    setup = card.configuration
+    mechanism = _rebuild(setup.mechanism, RISK_MECHANISMS)
+    entries = [_risk_entry(entry, mechanism, setup) for entry in card.calibrations]
+    reachable = [entry.level_reachable for entry in entries]
+    recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
+    if setup.mondrian is not None:
+        adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+        planned = mondrian_privacy(
+            mechanism, "public", adjacency, n_groups_read=sum(reachable), n_groups=len(entries)
+        )
+    released = entries[0].release is not None
+    return RiskCard.build(
+        contract=card.contract,
+        configuration=setup,
+        training_privacy=card.training_privacy,
+        calibration_privacy=_privacy(recorded, planned, any(reachable), released),
+        calibrations=entries,
+    )
+
+
+def _check(card, registry, key: str | None) -> tuple[tuple[Clause, ...], list[str]]:
     """Eq. (3) recomputed, and every problem: digest, signature, recomputed fields."""
     problems = []
     if card.compute_digest() != card.formal_sha256:
@@ -365,24 +416,33 @@ def _check(card: ContractCard, registry, key: str | None) -> tuple[tuple[Clause,
     if key is not None:
         from ._signing import check_signature
 
-        problem = check_signature(card.signature, card.signed_payload(), key)
-        problems += [] if problem is None else [f"signature: {problem}"]
+        if isinstance(card, RiskCard):
+            problems.append("signature: risk cards are not signed.")
+        else:
+            problem = check_signature(card.signature, card.signed_payload(), key)
+            problems += [] if problem is None else [f"signature: {problem}"]
     try:
-        expected = _expected(card, registry, problems)
+        if isinstance(card, RiskCard):
+            expected: Any = _expected_risk_card(card)
+        else:
+            expected = _expected(card, registry, problems)
     except Exception as exc:  # a crafted card must not crash the verifier
         return (), [*problems, f"cannot recompute the card: {exc!r}"]
     problems += _differences(card.formal_dict(), expected.formal_dict(), "formal")
     return expected.clauses, problems
 
 
-def _load(card: Any) -> ContractCard:
-    if isinstance(card, ContractCard):
+def _load(card: Any) -> ContractCard | RiskCard:
+    """A contract card or a risk card (by its schema name) from any accepted form."""
+    if isinstance(card, ContractCard | RiskCard):
         return card
     if isinstance(card, os.PathLike) or (isinstance(card, str) and card.lstrip()[:1] != "{"):
-        return ContractCard.load(card)  # a card's JSON text is an object: others name files
-    if isinstance(card, str | bytes):
-        return ContractCard.from_json(card)
-    return ContractCard.from_dict(card)
+        with open(card, encoding="utf-8") as handle:  # a card's JSON is an object: a path
+            card = handle.read(MAX_CHARS + 1)
+    data = loads(card) if isinstance(card, str | bytes) else decode(card)
+    if isinstance(data, dict) and data.get("schema") == RISK_SCHEMA:
+        return RiskCard.from_dict(data)
+    return ContractCard.from_dict(data)
 
 
 def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
@@ -390,8 +450,11 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
 
     Parameters
     ----------
-    card : ContractCard, str, bytes, dict or path-like
-        The card, its JSON text, ``json.loads`` of it, or a path (a string not starting ``{``).
+    card : ContractCard, RiskCard, str, bytes, dict or path-like
+        The card, its JSON text, ``json.loads`` of it, or a path (a string not starting
+        ``{``). A risk card (schema ``privconf_sklearn/risk-card``) is checked against its
+        :class:`~privconf_sklearn.cards.RiskContract`: its certificates are recomputed
+        from the recorded mechanism, sizes, resolutions, grid and level.
     mechanisms : dict of str to type, default=None
         Extra mechanism classes by name (outside :mod:`privconf_sklearn.mechanisms`).
     public_key : Ed25519PublicKey or bytes, default=None
@@ -439,7 +502,7 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     trivial = tuple(g for g, release in released if g is not None and not release.informative)
     status = {"feasible": "accepted", "infeasible": "rejected"}.get(card.decision, "unchecked")
     status, authenticated = ("inconsistent", False) if problems else (status, key is not None)
-    signed = card.signature is not None
+    signed = getattr(card, "signature", None) is not None
     return Verification(
         status, clauses, tuple(problems), informative, authenticated, trivial, signed
     )

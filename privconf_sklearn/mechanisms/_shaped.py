@@ -62,11 +62,11 @@ and Schuster 2024) integrated against this tail gives, for exchangeable data,
    \varphi = \lfloor\tau\rfloor + 1 - \tau,
 
 with ``g(t) = (m - 1) e^{-a t} / (1 + (m - 1) e^{-a t})``, ``a = epsilon s_l / B``
-(proof in the user guide). For a quantile (``B = 1``, the miss-coverage loss) this is
-``P(Y in C(X)) >= (n - floor(tau) - Gamma(phi)) / (n + 1)``: the whole lower tail of
-the release is charged at its exact worst case, instead of one union bound at one
-failure probability. :func:`largest_target` returns the largest ``tau`` (the smallest
-target rank) meeting a level.
+(proof in the user guide, Conformal risk control). For a quantile (``B = 1``, the
+miss-coverage loss) this is ``P(Y in C(X)) >= (n - floor(tau) - Gamma(phi)) / (n + 1)``:
+the whole lower tail of the release is charged at its exact worst case, instead of one
+union bound at one failure probability. :func:`largest_target` returns the largest
+``tau`` (the smallest target rank) meeting a level.
 """
 
 from __future__ import annotations
@@ -84,12 +84,14 @@ __all__ = [
     "LOWER_SLOPES",
     "SHAPE_BIN_GRID",
     "Shape",
+    "certified_level",
     "choose_shape",
     "expected_relative_threshold",
     "largest_target",
     "lower_tail_sum",
     "miss_curve",
     "sample_shaped",
+    "shaped_curve_log_probabilities",
     "shaped_penalties",
     "target_numerators",
     "upper_coverage_bound",
@@ -180,35 +182,52 @@ def shaped_penalties(curve: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
     return np.maximum(np.maximum(below, above), 0), b * big_t * shape.bound
 
 
-def sample_shaped(numerators, denominator: int, epsilon: float, noise) -> int:
-    """Draw the released candidate of a shaped release, exactly.
+def shaped_curve_log_probabilities(curve: np.ndarray, shape: Shape, epsilon: float) -> np.ndarray:
+    """Normalised ``log P(J = j)`` of the shaped release over the curve ``S_0..S_m``.
 
-    Candidate ``j`` (0-based) is drawn with probability exactly proportional to
-    ``exp(-epsilon a_j / D)`` for the integer numerators ``a_j`` and the denominator
-    ``D`` of :func:`shaped_penalties`: the range-bounded exponential mechanism with
-    range 1 (module docstring) at the exact rate ``epsilon`` (a float is an exact dyadic
-    rational), sampled by inverse CDF on an exact uniform
+    The one release behind ExponQ's ``scaling="shaped"`` (``curve = miss_curve(counts)``)
+    and private conformal risk control (``curve`` the summed loss curve): the
+    range-bounded exponential mechanism with range 1 over the utilities ``-f_j`` of
+    :func:`shaped_penalties`. :func:`sample_shaped` draws from it.
+    """
+    numerators, denominator = shaped_penalties(curve, shape)
+    return _shaped_log_probabilities(numerators, denominator, epsilon)
+
+
+def _shaped_log_probabilities(numerators: np.ndarray, denominator: int, epsilon: float):
+    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return mechanism.log_probabilities(-np.asarray(numerators, dtype=np.float64) / denominator)
+
+
+def sample_shaped(numerators: np.ndarray, denominator: int, epsilon: float, noise) -> int:
+    """Draw ``j`` with probability proportional to ``exp(-epsilon a_j / D)``.
+
+    The draw of the shaped release (ExponQ's ``scaling="shaped"``, :class:`ExponCRC
+    <privconf_sklearn.mechanisms.ExponCRC>`) from the exact integer penalties of
+    :func:`shaped_penalties`: the range-bounded exponential mechanism with range 1 at
+    the exact rate ``epsilon`` (a float is an exact dyadic rational), sampled by inverse
+    CDF on an exact uniform
     (:meth:`~privconf_sklearn.privacy.ExponentialMechanism.select_penalties`), with no
     ``2**-53`` rounding in the released distribution.
 
     Parameters
     ----------
-    numerators : array-like of int of shape (m,)
-        ``a_j >= 0`` (int64, or Python ints of any size).
+    numerators : ndarray of int of shape (m,)
+        ``a_j >= 0``, the penalty numerators.
     denominator : int
-        ``D >= 1``.
+        ``D > 0``.
     epsilon : float
-        Privacy parameter, > 0 and finite.
+        Privacy parameter (> 0).
     noise : NoiseSource, None, int, RandomState or Generator
-        The privacy randomness (:func:`~privconf_sklearn._random.check_noise_source`).
+        Source of the privacy noise (:func:`privconf_sklearn._random.check_noise_source`).
 
     Returns
     -------
     int
         The index ``j`` of the released candidate.
     """
-    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
-    return mechanism.select_penalties(numerators, denominator, noise)
+    sampler = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
+    return sampler.select_penalties(numerators, denominator, noise)
 
 
 def _tail_terms(t: np.ndarray, rate, n_bins) -> np.ndarray:
@@ -246,7 +265,9 @@ def target_numerators(n: int, level: float, epsilon: float, slopes, sizes, bound
     largest integer part is ``W = floor(room(1))``, and the largest ``tau`` with that
     integer part takes the smallest ``phi`` (a multiple of 1/64) with
     ``room(phi) >= W``, found by bisection: ``tau = W + 1 - phi``. A smaller integer
-    part cannot do better (``tau < W``). -1 marks an unreachable level (``W < 0``).
+    part cannot do better (``tau < W``). -1 marks an unreachable level (``W < 0``). Exact while
+    ``64 (n + 1) level < 2^53`` (the numerators are computed in float64); risk control
+    keeps ``(n + 1) B <= 2^46`` curve units.
     """
     slopes, sizes = np.broadcast_arrays(
         np.asarray(slopes, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
@@ -278,6 +299,22 @@ def largest_target(
     """
     numerator = int(target_numerators(n, level, epsilon, float(lower_slope), n_bins, bound))
     return None if numerator < 0 else Fraction(numerator, TARGET_DENOMINATOR)
+
+
+def certified_level(n: int, epsilon: float, shape: Shape) -> float:
+    """``(B + floor(tau) + Gamma(phi)) / (n + 1)``: the certified bound of a shaped release.
+
+    In curve units per record: for risk control ``E[L_{n+1}(lambda_J)]`` is at most
+    this (times the loss per curve unit); for a quantile (``B = 1``) the miscoverage.
+    Rounded up like :func:`lower_tail_sum`; :func:`target_numerators` keeps it at most
+    the level it was given.
+    """
+    tau = shape.target
+    whole = math.floor(tau)
+    phi = float(whole + 1 - tau)
+    rate = epsilon * float(shape.lower_slope) / shape.bound
+    gamma = float(lower_tail_sum(np.array(phi), rate, shape.n_bins))
+    return (shape.bound + whole + gamma) / (n + 1)
 
 
 def upper_coverage_bound(n: int, epsilon: float, shape: Shape) -> float:
@@ -365,8 +402,9 @@ def choose_shape(
     epsilon: float,
     n_bins: int | None = None,
     lower_slope: Fraction | None = None,
+    bound: int = 1,
 ) -> Shape | None:
-    """The quantile release's ``(s_l, m, tau)`` from public quantities only (cached).
+    """The release's ``(s_l, m, tau)`` from public quantities only (cached).
 
     For every candidate ``s_l`` (:data:`LOWER_SLOPES`, or the given one) and ``m``
     (:data:`SHAPE_BIN_GRID`, or the given one), :func:`largest_target` gives the
@@ -378,15 +416,20 @@ def choose_shape(
     penalise flat utilities and loose grids (the release wanders into the empty top);
     the ones with crowded scores penalise coarse grids. Ties go to the first pair
     (smaller ``s_l``, then smaller ``m``). Returns None if no pair is feasible.
+
+    For risk control (``bound = B > 1`` curve units per record, ``alpha`` the level in
+    curve units, ``n_bins`` the public grid's size) the same criterion reads the curve
+    in records, ``S_j / B``: the idealised loss curve falls linearly over the first
+    fraction ``f`` of the grid, and the target rank is ``n - tau / B``.
     """
     slopes = LOWER_SLOPES if lower_slope is None else (lower_slope,)
     sizes = SHAPE_BIN_GRID if n_bins is None else np.array([n_bins], dtype=np.int64)
     slope_values = np.array([float(slope) for slope in slopes])
-    numerators = target_numerators(n, alpha, epsilon, slope_values[:, None], sizes[None, :])
+    numerators = target_numerators(n, alpha, epsilon, slope_values[:, None], sizes[None, :], bound)
     slope_index, size_index = np.nonzero(numerators >= 0)
     if slope_index.size == 0:
         return None
-    ranks = n - numerators[slope_index, size_index] / TARGET_DENOMINATOR
+    ranks = n - numerators[slope_index, size_index] / (TARGET_DENOMINATOR * bound)
     values = expected_relative_threshold(
         n,
         min(epsilon, _CRITERION_EPSILON_CAP),
@@ -401,4 +444,5 @@ def choose_shape(
         slopes[slope_index[best]],
         Fraction(int(numerators[slope_index[best], size_index[best]]), TARGET_DENOMINATOR),
         int(sizes[size_index[best]]),
+        bound,
     )

@@ -52,6 +52,7 @@ from ._shaped import (
     choose_shape,
     miss_curve,
     sample_shaped,
+    shaped_curve_log_probabilities,
     shaped_penalties,
     target_numerators,
     upper_coverage_bound,
@@ -334,9 +335,7 @@ def shaped_log_probabilities(counts: np.ndarray, shape: Shape, epsilon: float) -
     -------
     ndarray of shape (m,)
     """
-    numerators, denominator = shaped_penalties(miss_curve(counts), shape)
-    mechanism = ExponentialMechanism(epsilon, 1.0, analysis="range-bounded")
-    return mechanism.log_probabilities(-numerators / denominator)
+    return shaped_curve_log_probabilities(miss_curve(counts), shape, epsilon)
 
 
 # ------------------------------------------------------------------ the inflated level

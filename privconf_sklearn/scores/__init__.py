@@ -1,7 +1,9 @@
-"""Conformity scores: one class per score, with string aliases for estimators.
+"""Conformity scores, and the losses of prediction sets that risk control controls.
 
-Also the map between a score's public range ``[low, high]`` and the range [0, 1] the
-mechanisms see (:func:`to_unit_range`, :func:`threshold_in_score_units`).
+One class per conformity score, with string aliases for estimators; the losses of
+prediction sets in :mod:`.risk`. Also the map between a score's public range
+``[low, high]`` and the range [0, 1] the mechanisms see (:func:`to_unit_range`,
+:func:`threshold_in_score_units`).
 """
 
 from ._base import BaseConformityScore, ConformityScoreWarning
@@ -19,6 +21,7 @@ from .regression import (
     RegressionScore,
     check_predictions,
 )
+from .risk import CallableLoss, FalseNegativeRate, SetLoss
 
 __all__ = [
     "APS",
@@ -27,10 +30,13 @@ __all__ = [
     "RAPS",
     "AbsoluteResidual",
     "BaseConformityScore",
+    "CallableLoss",
     "ClassificationScore",
     "ConformityScoreWarning",
+    "FalseNegativeRate",
     "NormalizedResidual",
     "RegressionScore",
+    "SetLoss",
     "check_label_kinds",
     "check_predictions",
     "public_score_threshold",

@@ -1,0 +1,253 @@
+"""Risk cards: built from the estimator, read back, verified, edited and caught.
+
+The certificate a card states is recomputed here through the mechanism's public
+``risk_certificate``, and every edit of the risk level or of the certified bound is
+checked to make the verifier report the card inconsistent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.multioutput import MultiOutputClassifier
+
+from privconf_sklearn import PrivateRiskControlClassifier
+from privconf_sklearn.cards import (
+    ContractCard,
+    OwnerDiagnosticsWarning,
+    RiskCard,
+    RiskContract,
+    verify_card,
+)
+from privconf_sklearn.mechanisms import ExponCRC, SplitCRC, UninformativeCalibrationWarning
+
+from ._multilabel import make_multilabel
+
+INF = float("inf")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_multilabel(3000, seed=5)
+
+
+@pytest.fixture(scope="module")
+def model(data):
+    X, Y = data
+    return MultiOutputClassifier(LogisticRegression()).fit(X[:1000], Y[:1000])
+
+
+def _fitted(model, data, mechanism, rows=slice(1000, None), **params):
+    X, Y = data
+    crc = PrivateRiskControlClassifier(model, mechanism=mechanism, random_state=0, **params)
+    return crc.fit_calibrate(X[rows], Y[rows])
+
+
+def _contract(**changes):
+    values = {"loss": "fnr", "loss_bound": 1.0, "max_risk": 0.1}
+    values.update(max_epsilon_train=INF, max_epsilon_cal=1.0)
+    values.update(changes)
+    return RiskContract(**values)
+
+
+@pytest.fixture(scope="module")
+def crc(model, data):
+    return _fitted(model, data, ExponCRC(1.0), alpha=0.1)
+
+
+def test_honest_card_states_the_risk_and_is_accepted(crc):
+    card = RiskCard.from_estimator(crc, _contract())
+    setup, (entry,) = card.configuration, card.calibrations
+    assert (setup.loss, setup.loss_bound, setup.alpha, setup.n_samples) == ("fnr", 1.0, 0.1, 2000)
+    assert setup.mechanism.name == "ExponCRC" and setup.thresholds[-1] == -INF
+    certificate = crc.mechanism_.risk_certificate(
+        2000, 0.1, len(setup.thresholds), resolution=entry.resolution
+    )
+    assert entry.risk_bound == certificate.upper_bound == crc.calibration_.risk_upper_bound
+    assert entry.release.threshold == crc.threshold_ and entry.release.informative
+    assert card.decision == "feasible"
+    for form in (card, card.to_json(), json.loads(card.to_json()), card.to_dict()):
+        assert verify_card(form).status == "accepted"
+    assert RiskCard.from_json(card.to_json()) == card
+
+
+def test_card_property_is_a_risk_card_without_contract(crc):
+    card = crc.card_
+    assert isinstance(card, RiskCard) and card.contract is None and card.decision == "unchecked"
+    assert verify_card(card.to_json()).status == "unchecked"
+
+
+def test_card_from_a_file(crc, tmp_path):
+    path = tmp_path / "card.json"
+    path.write_text(RiskCard.from_estimator(crc, _contract()).to_json(), encoding="utf-8")
+    assert verify_card(str(path)).status == "accepted"
+
+
+def test_edited_risk_level_is_caught(crc):
+    """The level edited in the JSON, with and without a recomputed digest."""
+    card = RiskCard.from_estimator(crc, _contract())
+    data = json.loads(card.to_json())
+    data["formal"]["configuration"]["alpha"] = 0.2
+    result = verify_card(data)
+    assert result.status == "inconsistent"
+    assert any("formal_sha256" in problem for problem in result.problems)
+    assert any("risk_bound" in problem for problem in result.problems)
+    setup = dataclasses.replace(card.configuration, alpha=0.2)
+    redigested = RiskCard.build(
+        contract=card.contract,
+        configuration=setup,
+        training_privacy=card.training_privacy,
+        calibration_privacy=card.calibration_privacy,
+        calibrations=card.calibrations,
+    )
+    result = verify_card(redigested.to_json())
+    assert result.status == "inconsistent"
+    assert not any("formal_sha256" in problem for problem in result.problems)
+    assert any("calibrations[0].risk_bound" in problem for problem in result.problems)
+
+
+def test_edited_certified_risk_is_caught(crc):
+    card = RiskCard.from_estimator(crc, _contract(max_risk=0.05))
+    assert card.decision == "infeasible"
+    entry = dataclasses.replace(card.calibrations[0], risk_bound=0.04)
+    forged = RiskCard.build(
+        contract=card.contract,
+        configuration=card.configuration,
+        training_privacy=card.training_privacy,
+        calibration_privacy=card.calibration_privacy,
+        calibrations=[entry],
+    )
+    assert forged.decision == "feasible"
+    result = verify_card(forged.to_json())
+    assert result.status == "inconsistent" and not result.failed_clauses[0].satisfied
+
+
+def test_stricter_contract_is_rejected_with_its_margin(crc):
+    card = RiskCard.from_estimator(crc, _contract(max_risk=0.05))
+    result = verify_card(card.to_json())
+    assert result.status == "rejected"
+    (failed,) = result.failed_clauses
+    assert failed.name == "risk"
+    assert failed.margin == pytest.approx(0.05 - crc.calibration_.risk_upper_bound, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("changes", "clause"),
+    [
+        ({"loss": "callable cost"}, "loss"),
+        ({"loss_bound": 2.0}, "loss"),
+        ({"max_epsilon_cal": 0.5}, "epsilon_cal"),
+        ({"max_epsilon_train": 3.0}, "epsilon_train"),
+    ],
+)
+def test_each_requirement_is_checked(crc, changes, clause):
+    result = verify_card(RiskCard.from_estimator(crc, _contract(**changes)).to_json())
+    assert result.status == "rejected"
+    assert [c.name for c in result.failed_clauses] == [clause]
+
+
+def test_guarantee_is_compared_under_the_contracts_adjacency(crc):
+    """A replace-one card does not give add/remove budgets (as for coverage cards)."""
+    result = verify_card(RiskCard.from_estimator(crc, _contract(adjacency="add/remove")))
+    assert result.status == "rejected"
+    assert [c.name for c in result.failed_clauses] == ["epsilon_cal", "delta_cal"]
+    assert "replace-one neighbours only" in result.failed_clauses[0].requirement
+
+
+def test_non_private_release_fails_the_budget(model, data):
+    crc = _fitted(model, data, SplitCRC(), alpha=0.1)
+    result = verify_card(RiskCard.from_estimator(crc, _contract()).to_json())
+    assert result.status == "rejected"
+    assert [c.name for c in result.failed_clauses] == ["epsilon_cal"]
+    assert math.isinf(result.failed_clauses[0].value)
+
+
+def test_unreachable_level_is_flagged(model, data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeCalibrationWarning)
+        crc = _fitted(model, data, ExponCRC(0.5), rows=slice(1000, 1020), alpha=0.1)
+    card = RiskCard.from_estimator(crc, _contract())
+    (entry,) = card.calibrations
+    assert not entry.level_reachable and entry.risk_bound == 0.0 and entry.reason
+    assert not entry.release.informative and entry.release.threshold == -INF
+    assert card.calibration_privacy.epsilon == 0.0
+    result = verify_card(card.to_json())
+    assert result.status == "rejected" and result.informative is False
+    assert [c.name for c in result.failed_clauses] == ["level_reachable", "informative"]
+
+
+def test_mondrian_card_has_one_entry_per_group(model, data):
+    crc = _fitted(
+        model, data, ExponCRC(1.0), alpha=0.1, mondrian=lambda X: X[:, 0] > 0, group_sizes="public"
+    )
+    card = RiskCard.from_estimator(crc, _contract(max_epsilon_cal=2.0))
+    assert card.configuration.groups == (False, True)
+    assert [e.group for e in card.calibrations] == [False, True]
+    assert sum(e.n_samples for e in card.calibrations) == 2000
+    assert card.calibration_privacy.epsilon == 2.0  # a replaced row may move between groups
+    assert card.risk_upper_bound == max(e.risk_bound for e in card.calibrations) <= 0.1
+    assert verify_card(card.to_json()).status == "accepted"
+    assert verify_card(card.with_contract(_contract()).to_json()).status == "rejected"
+
+
+def test_owner_diagnostics_are_written_only_on_request(model, data):
+    X, Y = data
+
+    def cost(y_true, y_set):
+        return (y_true & ~y_set).sum(axis=1) + 0.5 * (~y_set.any(axis=1))  # empty set costs
+
+    crc = PrivateRiskControlClassifier(
+        model, mechanism=ExponCRC(1.0), alpha=0.5, loss=cost, loss_bound=6.0, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        crc.fit_calibrate(X[1000:], Y[1000:])
+    card = crc.card_
+    assert card.configuration.loss == "callable " + cost.__qualname__
+    assert card.owner_diagnostics and "owner_diagnostics" not in card.to_dict()
+    with pytest.warns(OwnerDiagnosticsWarning):
+        assert "owner_diagnostics" in card.to_dict(include_owner_diagnostics=True)
+
+
+def test_contract_card_refuses_a_risk_estimator(crc):
+    with pytest.raises(TypeError, match="RiskCard"):
+        ContractCard.from_estimator(crc)
+
+
+def test_malformed_risk_cards_are_inconsistent(crc):
+    data = json.loads(RiskCard.from_estimator(crc, _contract()).to_json())
+    data["formal"]["calibrations"][0]["release"]["index"] = 0
+    assert verify_card(data).status == "inconsistent"
+    data = json.loads(RiskCard.from_estimator(crc, _contract()).to_json())
+    data["schema_version"] = 2
+    assert verify_card(data).status == "inconsistent"
+
+
+def test_bad_contract_is_refused_by_name():
+    with pytest.raises(ValueError, match="max_risk"):
+        _contract(max_risk=1.0)
+    with pytest.raises(ValueError, match="loss_bound"):
+        _contract(loss_bound=-1.0)
+    assert np.isfinite(_contract().max_risk)
+
+
+def test_markdown_and_command_line(crc, tmp_path, capsys):
+    from privconf_sklearn.__main__ import main
+
+    card = RiskCard.from_estimator(crc, _contract(max_risk=0.05))
+    text = card.to_markdown()
+    assert text.startswith("# Risk card — INFEASIBLE") and "`risk`" in text
+    assert card.formal_sha256 in text
+    path = tmp_path / "card.json"
+    card.save(path)
+    assert RiskCard.load(path) == card
+    assert main(["card", "show", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("# Risk card — INFEASIBLE")
+    assert main(["card", "verify", str(path)]) == 1
+    assert "contract not met (risk)" in capsys.readouterr().out

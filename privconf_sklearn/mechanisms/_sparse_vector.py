@@ -400,15 +400,19 @@ def first_crossing(
 ) -> int:
     """Draw ``b_hat`` (1-based): the first ``N_b + nu_b >= target + rho``, else ``B``.
 
-    ``rho`` and the ``nu_b`` are drawn exactly (:meth:`NoiseSource.discrete_laplace
-    <privconf_sklearn._random.NoiseSource.discrete_laplace>`) at the exact scales
-    ``1 / epsilon_1`` and ``1 / epsilon_2`` of :func:`noise_rates`.
+    ``rho`` is drawn exactly (:meth:`NoiseSource.discrete_laplace
+    <privconf_sklearn._random.NoiseSource.discrete_laplace>`) at the exact scale
+    ``1 / epsilon_1`` of :func:`noise_rates`. The ``nu_b`` enter only through the
+    independent events ``nu_b >= target + rho - N_b`` up to the first that occurs, and
+    the top point is released when none of the ``B - 1`` below it crosses: those events
+    are drawn exactly at the scale ``1 / epsilon_2``, in order, stopping at the first
+    (:meth:`NoiseSource.discrete_laplace_first_crossing
+    <privconf_sklearn._random.NoiseSource.discrete_laplace_first_crossing>`), which
+    is the same law as drawing every ``nu_b``.
     """
     rate_threshold, rate_query = noise_rates(epsilon, share)
     rho = int(noise.discrete_laplace(1 / rate_threshold, 1)[0]) if rate_threshold > 0 else 0
-    nu = noise.discrete_laplace(1 / rate_query, counts.shape[0])
-    reached = counts + nu >= target + rho
-    return int(np.argmax(reached)) + 1 if reached.any() else int(counts.shape[0])
+    return noise.discrete_laplace_first_crossing(1 / rate_query, counts[:-1], target + rho) + 1
 
 
 def first_crossing_log_probabilities(

@@ -79,7 +79,7 @@ class NoiseSource(BitSource):
         return draws.reshape(shape)
 
     def discrete_laplace_first_crossing(self, scale, values, level: int) -> int:
-        """The first ``b`` with ``values[b] + Z_b >= level``, for independent discrete Laplace ``Z_b``.
+        """The first ``b`` with ``values[b] + Z_b >= level``, ``Z_b`` independent discrete Laplace.
 
         The law of that index for ``P(Z_b = z)`` proportional to ``exp(-|z| / scale)``,
         exactly, without drawing the ``Z_b``: the events ``Z_b >= level - values[b]`` are

@@ -222,8 +222,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sparse-vector-query-noise-drops-share",
         "privconf_sklearn/mechanisms/_sparse_vector.py",
-        "return noise.discrete_laplace_first_crossing(1 / rate_query, counts[:-1], target + rho) + 1",
-        "return noise.discrete_laplace_first_crossing(1 / (rate_threshold + rate_query), counts[:-1], target + rho) + 1",
+        "noise.discrete_laplace_first_crossing(1 / rate_query,",
+        "noise.discrete_laplace_first_crossing(1 / (rate_threshold + rate_query),",
         ("tests/test_dp_aps_sparse_vector.py",),
         "the sparse vector's query noise at scale 1 / epsilon instead of 1 / epsilon_2",
     ),

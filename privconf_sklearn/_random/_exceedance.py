@@ -124,7 +124,7 @@ class _TailCache:
         self.rate = rate
         self.last = self._last_nonzero(_CACHED_BITS)
         self.lead_last = self._last_nonzero(LEAD_BITS)
-        self._digits: dict[int, int] = {}
+        self._digits: dict[int, tuple[int, int]] = {}
 
     def _last_nonzero(self, n_bits: int) -> int:
         """The largest ``g >= 1`` with ``floor(p(g) 2^n_bits) >= 1``, 0 if none."""

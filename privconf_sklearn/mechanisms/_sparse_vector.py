@@ -31,10 +31,13 @@ survival function satisfies ``P(nu >= x + 1) >= e^{-epsilon_2} P(nu >= x)`` for 
 integer ``x`` (it is log-concave with limiting ratio ``e^{-epsilon_2}``), so every output
 probability changes by a factor at most ``e^{epsilon_1 + epsilon_2} = e^{epsilon}``, in
 both directions (the user guide has the full proof). The integers keep the shifts
-exact, and the noises are drawn exactly (Canonne, Kamath and Steinke 2020, Algorithm 2)
-at the exact rational scales ``1 / epsilon_1`` and ``1 / epsilon_2``, with ``epsilon``
-the exact rational value of the float given and ``epsilon_1 + epsilon_2 = epsilon``
-exactly (:func:`noise_rates`): no floating-point noise is involved. The distribution
+exact, and the noises are drawn exactly at the exact rational scales ``1 / epsilon_1``
+and ``1 / epsilon_2``, with ``epsilon`` the exact rational value of the float given and
+``epsilon_1 + epsilon_2 = epsilon`` exactly (:func:`noise_rates`): ``rho`` with
+Canonne, Kamath and Steinke (2020), Algorithm 2, and of the ``nu_b`` only what the
+release reads, the independent events ``nu_b >= T + rho - N_b`` up to the first that
+occurs, as Bernoulli variables whose probabilities are compared bit by bit with uniform
+bits (:func:`first_crossing`): the same law, and no floating-point noise. The distribution
 functions (offsets, :func:`first_crossing_log_probabilities`) evaluate the exact
 formulas in float64 at those rates correctly rounded (:func:`float_rates`).
 

@@ -25,7 +25,7 @@ Both pairs alternate (baseline, exact, baseline, exact, ...; ``benchmarks/_timin
 with the production noise source (``os.urandom``); the ratio is the median of the
 per-round ratios with their min-max.
 
-Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R]
+Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R] [--only GROUP ...]
 """
 
 from __future__ import annotations
@@ -146,6 +146,14 @@ def laplace_rows(sizes, rounds):
     return rows
 
 
+GROUPS = {
+    "exponential": exponential_rows,
+    "shaped": shaped_rows,
+    "laplace": laplace_rows,
+    "sparse_vector": sparse_vector_rows,
+}
+
+
 def report(rows):
     print("| sampler | baseline (ms, median) | exact (ms, median) | ratio: median (min-max) |")
     print("|---|---|---|---|")
@@ -160,15 +168,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(GROUPS), default=sorted(GROUPS), help="some groups"
+    )
     args = parser.parse_args(argv)
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
     print(load_average())
-    rows = (
-        exponential_rows(sizes, args.rounds)
-        + shaped_rows([2400, *sizes[1:]], args.rounds)
-        + laplace_rows(sizes, args.rounds)
-        + sparse_vector_rows(sizes, args.rounds)
-    )
+    rows = []
+    for name in ("exponential", "shaped", "laplace", "sparse_vector"):
+        if name in args.only:
+            group_sizes = [2400, *sizes[1:]] if name == "shaped" else sizes
+            rows += GROUPS[name](group_sizes, args.rounds)
     print(f"\n{load_average()}\n")
     report(rows)
 

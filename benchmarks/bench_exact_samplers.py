@@ -14,16 +14,18 @@
   dyadic ``epsilon = 1`` and a non-dyadic ``epsilon = 0.1`` (whose exact scale has a
   58-bit denominator), against the inverse-CDF continuous Laplace it replaces
   (``NoiseSource.laplace``).
-- **Sparse vector noise** (DP-APS's default release): the ``B`` query noises at the
-  exact scale ``1 / epsilon_2`` (``epsilon = 1`` and the non-dyadic ``0.7``, threshold
-  share 2/5), against the floating-point two-sided geometric sampler it replaces (the
-  difference of two inverse-CDF geometric variables at rate ``epsilon_2``).
+- **Sparse vector release** (DP-APS's default): the first of ``B - 1`` cumulative counts
+  (``10 B`` Beta(2, 5) scores) whose noisy value reaches the 0.9 quantile's rank, with
+  query noise at the exact scale ``1 / epsilon_2`` (``epsilon = 1`` and the non-dyadic
+  ``0.7``, threshold share 2/5): ``NoiseSource.discrete_laplace_first_crossing`` (only
+  the crossing events, in order, up to the first) against drawing every noise with the
+  exact discrete Laplace sampler and comparing (the release before it).
 
 Both pairs alternate (baseline, exact, baseline, exact, ...; ``benchmarks/_timing.py``),
 with the production noise source (``os.urandom``); the ratio is the median of the
 per-round ratios with their min-max.
 
-Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R]
+Run:  python -m benchmarks.bench_exact_samplers [--quick] [--rounds R] [--only GROUP ...]
 """
 
 from __future__ import annotations
@@ -93,30 +95,34 @@ def shaped_rows(sizes, rounds):
     return rows
 
 
-def _float_two_sided_geometric(noise, rate: float, size: int) -> np.ndarray:
-    """The removed sparse vector sampler: two inverse-CDF geometric variables."""
-    first = np.floor(-np.log(noise.uniform(size)) / rate)
-    second = np.floor(-np.log(noise.uniform(size)) / rate)
-    return (first - second).astype(np.int64)
+def _every_noise_release(noise, scale, counts, level) -> int:
+    """The previous exact release: all ``B - 1`` noises drawn, then the first crossing."""
+    reached = counts[:-1] + noise.discrete_laplace(scale, counts.shape[0] - 1) >= level
+    return int(np.argmax(reached)) if reached.any() else counts.shape[0] - 1
 
 
 def sparse_vector_rows(sizes, rounds):
     noise = check_noise_source(None)
     rows = []
     for size in sizes:
+        scores = np.random.default_rng(0).beta(2.0, 5.0, size=10 * size)
+        counts = np.cumsum(bin_counts(scores, size))
+        level = int(np.ceil(0.9 * (scores.size + 1)))  # crosses near the 0.9 quantile
         for epsilon in (1.0, 0.7):
             _, rate = noise_rates(epsilon, Fraction(2, 5))
             timing = alternate(
                 {
-                    "float geometric": lambda r=float(rate), s=size: _float_two_sided_geometric(
-                        noise, r, s
+                    "every noise": lambda b=1 / rate, c=counts, t=level: _every_noise_release(
+                        noise, b, c, t
                     ),
-                    "exact": lambda b=1 / rate, s=size: noise.discrete_laplace(b, s),
+                    "exact": lambda b=1 / rate, c=counts, t=level: (
+                        noise.discrete_laplace_first_crossing(b, c[:-1], t)
+                    ),
                 },
                 rounds,
             )
-            label = f"sparse vector noise, B = {size:,}, epsilon {epsilon:g}"
-            rows.append((label, timing, "float geometric"))
+            label = f"sparse vector release, B = {size:,}, epsilon {epsilon:g}"
+            rows.append((label, timing, "every noise"))
         print(f"  sparse vector B = {size:,} done ({load_average()})", flush=True)
     return rows
 
@@ -140,6 +146,14 @@ def laplace_rows(sizes, rounds):
     return rows
 
 
+GROUPS = {
+    "exponential": exponential_rows,
+    "shaped": shaped_rows,
+    "laplace": laplace_rows,
+    "sparse_vector": sparse_vector_rows,
+}
+
+
 def report(rows):
     print("| sampler | baseline (ms, median) | exact (ms, median) | ratio: median (min-max) |")
     print("|---|---|---|---|")
@@ -154,15 +168,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(GROUPS), default=sorted(GROUPS), help="some groups"
+    )
     args = parser.parse_args(argv)
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
     print(load_average())
-    rows = (
-        exponential_rows(sizes, args.rounds)
-        + shaped_rows([2400, *sizes[1:]], args.rounds)
-        + laplace_rows(sizes, args.rounds)
-        + sparse_vector_rows(sizes, args.rounds)
-    )
+    rows = []
+    for name in ("exponential", "shaped", "laplace", "sparse_vector"):
+        if name in args.only:
+            group_sizes = [2400, *sizes[1:]] if name == "shaped" else sizes
+            rows += GROUPS[name](group_sizes, args.rounds)
     print(f"\n{load_average()}\n")
     report(rows)
 

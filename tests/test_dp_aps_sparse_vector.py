@@ -118,6 +118,58 @@ def test_releases_follow_threshold_distribution_at_the_automatic_plan():
     )
 
 
+def _uniform_on(low, high, n, seed):
+    return np.random.default_rng(seed).uniform(low, high, size=n)
+
+
+#: Score sets placing the first crossing: near the bottom of the grid, near the top, at
+#: the top because no point below it can cross (every count below the top is k - 1,
+#: the certificate's worst case), and far into a grid of several sampling blocks.
+RELEASE_CASES = {
+    "bottom": (12, lambda n, k: _uniform_on(0.0, 0.2, n, 1)),
+    "top": (12, lambda n, k: _uniform_on(0.0, 1.0, n, 2)),
+    "no crossing": (12, lambda n, k: np.r_[np.zeros(k - 1), np.ones(n - k + 1)]),
+    "second block": (1500, lambda n, k: _uniform_on(0.0, 1.0, n, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(RELEASE_CASES), ids=list(RELEASE_CASES))
+def test_releases_follow_threshold_distribution(case):
+    """4,000 releases against ``threshold_distribution``, exactly.
+
+    The grid index drawn by :func:`first_crossing` (what ``calibrate`` releases, called
+    directly to keep the test fast; ``test_sampler_follows_the_exact_distribution``
+    goes through ``calibrate``). One exact binomial test per grid point (false failure
+    1e-7 in all), grid points of probability below 1e-3 pooled. The release draws only
+    the crossing events, in order, stopping at the first (``_random._exceedance``): this
+    checks that its law is the one of drawing every ``nu_b``.
+    """
+    n_bins, make_scores = RELEASE_CASES[case]
+    n, alpha, epsilon = 300, 0.2, 2.0
+    scores = make_scores(n, _rank(n, alpha))
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    plan = mechanism.resolve_plan(n, alpha)
+    assert plan.threshold_share > 0
+    values, log_p = mechanism.threshold_distribution(scores, alpha)
+    counts = cumulative_counts(scores, n_bins)
+    target = _rank(n, alpha) + plan.offset
+    noise = check_noise_source(len(case))
+    released = [
+        first_crossing(counts, target, epsilon, plan.threshold_share, noise) for _ in range(4000)
+    ]
+    observed = np.bincount(np.array(released) - 1, minlength=values.size)
+    probabilities = np.exp(log_p)
+    small = probabilities < 1e-3
+    assert_counts_match(
+        np.r_[observed[~small], observed[small].sum()],
+        np.r_[probabilities[~small], probabilities[small].sum()],
+    )
+    if case == "no crossing":
+        assert probabilities[-1] > 0.99
+    else:
+        assert probabilities[-1] < 0.01
+
+
 # ---------------------------------------------------------------- offset
 def test_failure_probability_equals_brute_force_enumeration():
     """B = 3 (two bad points at k - 1): enumerate rho, nu_1, nu_2 on a wide box."""

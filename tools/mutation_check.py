@@ -222,10 +222,26 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sparse-vector-query-noise-drops-share",
         "privconf_sklearn/mechanisms/_sparse_vector.py",
-        "nu = noise.discrete_laplace(1 / rate_query, counts.shape[0])",
-        "nu = noise.discrete_laplace(1 / (rate_threshold + rate_query), counts.shape[0])",
+        "noise.discrete_laplace_first_crossing(1 / rate_query,",
+        "noise.discrete_laplace_first_crossing(1 / (rate_threshold + rate_query),",
         ("tests/test_dp_aps_sparse_vector.py",),
         "the sparse vector's query noise at scale 1 / epsilon instead of 1 / epsilon_2",
+    ),
+    Mutant(
+        "crossing-complement-off-by-one",
+        "privconf_sklearn/_random/_exceedance.py",
+        "index = np.where(upper, gaps, 1 - gaps)",
+        "index = np.where(upper, gaps, -gaps)",
+        ("tests/test_crossing_sampler.py",),
+        "P(Z >= g) for g <= 0 taken as 1 - P(Z >= -g): the crossing events' law shifted by one",
+    ),
+    Mutant(
+        "crossing-deep-tie-fails",
+        "privconf_sklearn/_random/_exceedance.py",
+        "            result[b] = _deep_comparison(source, rate, int(gaps[b]))",
+        "            result[b] = False",
+        ("tests/test_crossing_sampler.py",),
+        "a uniform tied with P(Z >= g) on its first 72 bits counted as no crossing",
     ),
     # --- privacy accounting
     Mutant(

@@ -12,14 +12,18 @@ Every random draw that protects privacy goes through a :class:`NoiseSource`, bui
 
 Both kinds of source go through identical code: only the words differ.
 
-**Exact samplers** (:mod:`._discrete`, :mod:`._exponential`), built on uniform random
-bits and integer (or rigorously bounded) arithmetic, so that the distribution drawn is
-exactly the one the privacy proofs are about, with no ``2**-53`` rounding:
+**Exact samplers** (:mod:`._discrete`, :mod:`._exceedance`, :mod:`._exponential`),
+built on uniform random bits and integer (or rigorously bounded) arithmetic, so that the
+distribution drawn is exactly the one the privacy proofs are about, with no ``2**-53`` rounding:
 
 - :meth:`NoiseSource.bernoulli_exp`: ``Bernoulli(exp(-gamma))`` for rational ``gamma``
   (Canonne, Kamath and Steinke 2020, Algorithm 1);
 - :meth:`NoiseSource.discrete_laplace`: ``P(Z = z)`` proportional to
   ``exp(-|z| / scale)`` on the integers, for rational ``scale`` (their Algorithm 2);
+- :meth:`NoiseSource.discrete_laplace_first_crossing`: the first ``b`` with
+  ``values[b] + Z_b >= level`` for independent discrete Laplace ``Z_b``, drawing only the
+  events ``Z_b >= level - values[b]`` (uniform bits against the exact binary expansion of
+  their probability), in order, up to the first that occurs (:mod:`._exceedance`);
 - :meth:`NoiseSource.exponential_mechanism`: index ``j`` with probability proportional
   to ``exp(-rate * a_j / D)`` for integer penalties ``a_j`` (inverse CDF with lazily
   refined precision).

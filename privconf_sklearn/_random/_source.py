@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state as _sklearn_check_random_state
 
 from ._bits import BitSource
 from ._discrete import bernoulli_exp, discrete_laplace
+from ._exceedance import first_exceedance
 from ._exponential import sample_exponential_mechanism
 from ._rational import as_fraction, as_positive_integer
 
@@ -76,6 +77,31 @@ class NoiseSource(BitSource):
         shape = _shape(size)
         draws = discrete_laplace(self, exact.numerator, exact.denominator, math.prod(shape))
         return draws.reshape(shape)
+
+    def discrete_laplace_first_crossing(self, scale, values, level: int) -> int:
+        """The first ``b`` with ``values[b] + Z_b >= level``, ``Z_b`` independent discrete Laplace.
+
+        The law of that index for ``P(Z_b = z)`` proportional to ``exp(-|z| / scale)``,
+        exactly, without drawing the ``Z_b``: the events ``Z_b >= level - values[b]`` are
+        drawn as independent Bernoulli variables by comparing uniform bits with the
+        exact binary expansion of their probability, block by block, stopping at the
+        first success (``_random._exceedance``).
+
+        Parameters
+        ----------
+        scale : float, int or Fraction
+            ``> 0``; a float is an exact dyadic rational.
+        values : array-like of int, shape (m,)
+            Integers (int64).
+        level : int
+            The threshold.
+
+        Returns
+        -------
+        int
+            The index, or ``m`` if no ``values[b] + Z_b`` reaches ``level``.
+        """
+        return first_exceedance(self, 1 / as_fraction(scale, "scale"), values, level)
 
     def exponential_mechanism(self, penalties, denominator, rate) -> int:
         """Index ``j`` with probability exactly proportional to ``exp(-rate a_j / D)``.

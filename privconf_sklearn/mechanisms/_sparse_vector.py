@@ -31,10 +31,13 @@ survival function satisfies ``P(nu >= x + 1) >= e^{-epsilon_2} P(nu >= x)`` for 
 integer ``x`` (it is log-concave with limiting ratio ``e^{-epsilon_2}``), so every output
 probability changes by a factor at most ``e^{epsilon_1 + epsilon_2} = e^{epsilon}``, in
 both directions (the user guide has the full proof). The integers keep the shifts
-exact, and the noises are drawn exactly (Canonne, Kamath and Steinke 2020, Algorithm 2)
-at the exact rational scales ``1 / epsilon_1`` and ``1 / epsilon_2``, with ``epsilon``
-the exact rational value of the float given and ``epsilon_1 + epsilon_2 = epsilon``
-exactly (:func:`noise_rates`): no floating-point noise is involved. The distribution
+exact, and the noises are drawn exactly at the exact rational scales ``1 / epsilon_1``
+and ``1 / epsilon_2``, with ``epsilon`` the exact rational value of the float given and
+``epsilon_1 + epsilon_2 = epsilon`` exactly (:func:`noise_rates`): ``rho`` with
+Canonne, Kamath and Steinke (2020), Algorithm 2, and of the ``nu_b`` only what the
+release reads, the independent events ``nu_b >= T + rho - N_b`` up to the first that
+occurs, as Bernoulli variables whose probabilities are compared bit by bit with uniform
+bits (:func:`first_crossing`): the same law, and no floating-point noise. The distribution
 functions (offsets, :func:`first_crossing_log_probabilities`) evaluate the exact
 formulas in float64 at those rates correctly rounded (:func:`float_rates`).
 
@@ -400,15 +403,19 @@ def first_crossing(
 ) -> int:
     """Draw ``b_hat`` (1-based): the first ``N_b + nu_b >= target + rho``, else ``B``.
 
-    ``rho`` and the ``nu_b`` are drawn exactly (:meth:`NoiseSource.discrete_laplace
-    <privconf_sklearn._random.NoiseSource.discrete_laplace>`) at the exact scales
-    ``1 / epsilon_1`` and ``1 / epsilon_2`` of :func:`noise_rates`.
+    ``rho`` is drawn exactly (:meth:`NoiseSource.discrete_laplace
+    <privconf_sklearn._random.NoiseSource.discrete_laplace>`) at the exact scale
+    ``1 / epsilon_1`` of :func:`noise_rates`. The ``nu_b`` enter only through the
+    independent events ``nu_b >= target + rho - N_b`` up to the first that occurs, and
+    the top point is released when none of the ``B - 1`` below it crosses: those events
+    are drawn exactly at the scale ``1 / epsilon_2``, in order, stopping at the first
+    (:meth:`NoiseSource.discrete_laplace_first_crossing
+    <privconf_sklearn._random.NoiseSource.discrete_laplace_first_crossing>`), which
+    is the same law as drawing every ``nu_b``.
     """
     rate_threshold, rate_query = noise_rates(epsilon, share)
     rho = int(noise.discrete_laplace(1 / rate_threshold, 1)[0]) if rate_threshold > 0 else 0
-    nu = noise.discrete_laplace(1 / rate_query, counts.shape[0])
-    reached = counts + nu >= target + rho
-    return int(np.argmax(reached)) + 1 if reached.any() else int(counts.shape[0])
+    return noise.discrete_laplace_first_crossing(1 / rate_query, counts[:-1], target + rho) + 1
 
 
 def first_crossing_log_probabilities(

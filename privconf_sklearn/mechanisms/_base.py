@@ -669,18 +669,24 @@ class QuantileMechanism(BaseEstimator, metaclass=ABCMeta):
         -------
         Forecast
         """
+        n_samples, alpha, spread = self._check_forecast_input(n_samples, alpha, spread, 1)
+        return self._forecast(self._validated_params(), n_samples, alpha, spread)
+
+    def _check_forecast_input(
+        self, n_samples, alpha, spread, smallest: int
+    ) -> tuple[int, float, float]:
+        """Validated ``(n_samples, alpha, spread)`` of :meth:`forecast`."""
         caller = self._method("forecast")
         alpha = check_alpha(alpha, caller)
         checked = validate_params(
             {
-                "n_samples": [Interval(Integral, 1, MAX_FORECAST_SAMPLES, closed="both")],
+                "n_samples": [Interval(Integral, smallest, MAX_FORECAST_SAMPLES, closed="both")],
                 "spread": [Interval(Real, 0, 1, closed="right")],
             },
             {"n_samples": n_samples, "spread": spread},
             caller,
         )
-        params = self._validated_params()
-        return self._forecast(params, checked["n_samples"], alpha, checked["spread"])
+        return checked["n_samples"], alpha, checked["spread"]
 
     def _forecast(self, params: dict, n_samples: int, alpha: float, spread: float) -> Forecast:
         """:meth:`forecast` from validated parameters and arguments."""

@@ -25,7 +25,6 @@ from ..._param_validation import Interval, StrOptions, check_alpha, validate_par
 from ..._random import NoiseSource
 from ...privacy import PrivacyGuarantee
 from .._base import (
-    MAX_FORECAST_SAMPLES,
     Calibration,
     CoverageCertificate,
     Forecast,
@@ -153,19 +152,10 @@ class _FederatedMechanism(QuantileMechanism):
         -------
         Forecast
         """
-        caller = self._method("forecast")
-        alpha = check_alpha(alpha, caller)
-        checked = validate_params(
-            {
-                "n_samples": [Interval(Integral, 2, MAX_FORECAST_SAMPLES, closed="both")],
-                "spread": [Interval(Real, 0, 1, closed="right")],
-            },
-            {"n_samples": n_samples, "spread": spread},
-            caller,
-        )
+        n_samples, alpha, spread = self._check_forecast_input(n_samples, alpha, spread, 2)
         params = self._validated_params()
-        sizes = self._planned_sizes(params, checked["n_samples"], agent_sizes)
-        return self._federated_forecast(params, sizes, alpha, checked["spread"])
+        sizes = self._planned_sizes(params, n_samples, agent_sizes)
+        return self._federated_forecast(params, sizes, alpha, spread)
 
     def _forecast(self, params: dict, n_samples: int, alpha: float, spread: float) -> Forecast:
         return self._federated_forecast(

@@ -6,8 +6,10 @@ unequal, 2 to 50 agents, 1 to 20 000 scores each), ``alpha``, and for FedCP2-QQ 
 in {0.5, 1, 2, 8} with default and non-default bins, ``gamma`` and scaling, feasible and
 infeasible, each with the SHA-256 of the plan's canonical JSON. Every plan is recomputed
 through the public :func:`~privconf_sklearn.federated.make_plan` and compared byte for
-byte; the "fast" entries (FedCP-QQ for equal sizes or two agents) run in the
-default selection, all of them under ``slow``.
+byte (on the numpy and scipy releases the digests were computed with; on others,
+whose special functions may differ in the last bits, by feasibility, server rank and
+bound to 1e-12 relative); the "fast" entries (FedCP-QQ for equal sizes or two agents)
+run in the default selection, all of them under ``slow``.
 
 ``tests/data/fedcp_plan_snapshot_changes.json`` lists the 28 plans the bounded planner
 makes differently, each with its new digest and reason (``tools/fedcp_plan_snapshot.py
@@ -21,12 +23,22 @@ level and the next configuration is now certified (2).
 
 import hashlib
 import json
+import math
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pytest
+import scipy
 
 from privconf_sklearn.federated import make_plan
+
+#: The releases the snapshot's digests were computed with. With others (CI's
+#: oldest-versions environment: numpy 2.0, scipy 1.13) the special functions may differ in
+#: the last bits, so plans are compared by their feasibility, server rank and bound
+#: (to 1e-12 relative) instead of byte for byte.
+SNAPSHOT_VERSIONS = ("2.4.6", "1.17.1")
+BYTE_FOR_BYTE = (np.__version__, scipy.__version__) == SNAPSHOT_VERSIONS
 
 DATA = Path(__file__).parent / "data"
 SNAPSHOT = json.loads((DATA / "fedcp_plan_snapshot.json").read_text(encoding="utf-8"))
@@ -50,8 +62,9 @@ def mismatches(entries) -> list[str]:
     for position, entry in entries:
         options = {k: entry[k] for k in ("epsilon", "n_bins", "gamma", "scaling") if k in entry}
         plan = make_plan(entry["sizes"], entry["alpha"], **options)
+        stored = CHANGES.get(position, entry)
         digest = hashlib.sha256(canonical_plan(plan).encode()).hexdigest()
-        if digest != CHANGES.get(position, entry)["sha256"]:
+        if digest != stored["sha256"] and (BYTE_FOR_BYTE or not _same_in_value(plan, stored)):
             found.append(
                 f"sizes={entry['sizes']} alpha={entry['alpha']} {options}: feasible "
                 f"{plan.feasible} (stored {entry['feasible']}), k={plan.server_rank} "
@@ -59,6 +72,15 @@ def mismatches(entries) -> list[str]:
                 f"(stored {entry['coverage_lower_bound']!r})"
             )
     return found
+
+
+def _same_in_value(plan, stored) -> bool:
+    """Same feasibility, server rank (when stored) and bound to 1e-12 relative."""
+    return (
+        plan.feasible == stored["feasible"]
+        and plan.server_rank == stored.get("server_rank", plan.server_rank)
+        and math.isclose(plan.coverage_lower_bound, stored["coverage_lower_bound"], rel_tol=1e-12)
+    )
 
 
 def test_snapshot_covers_what_it_claims():

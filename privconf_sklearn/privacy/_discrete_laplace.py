@@ -6,13 +6,11 @@ import math
 import numbers
 from fractions import Fraction
 from functools import lru_cache
-from numbers import Real
 
 import numpy as np
 
-from .._param_validation import Interval, StrOptions, validate_params
 from .._random import check_noise_source
-from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
+from ._additive import L1NoiseMechanism
 
 __all__ = ["DiscreteLaplaceMechanism"]
 
@@ -68,7 +66,7 @@ def _upper_quantile(decay: float, probability: float) -> int:
     return c
 
 
-class DiscreteLaplaceMechanism:
+class DiscreteLaplaceMechanism(L1NoiseMechanism):
     """Add independent discrete Laplace noise to integer-valued queries: pure epsilon-DP.
 
     Each coordinate gets integer noise ``Z`` with
@@ -122,12 +120,6 @@ class DiscreteLaplaceMechanism:
     32
     """
 
-    _parameter_constraints = {
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "l1_sensitivity": [Interval(Real, 0, None, closed="neither")],
-        "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
-    }
-
     def __init__(
         self,
         epsilon: float,
@@ -135,22 +127,9 @@ class DiscreteLaplaceMechanism:
         *,
         adjacency: str = "replace-one and add/remove",
     ):
-        checked = validate_params(
-            self._parameter_constraints,
-            {"epsilon": epsilon, "l1_sensitivity": l1_sensitivity, "adjacency": adjacency},
-            type(self).__name__,
-        )
-        self.epsilon: float = checked["epsilon"]
-        self.l1_sensitivity: float = checked["l1_sensitivity"]
-        self.adjacency: str = checked["adjacency"]
+        super().__init__(epsilon, l1_sensitivity, adjacency=adjacency)
         self._scale = Fraction(self.l1_sensitivity) / Fraction(self.epsilon)
         self._decay = float(1 / self._scale)  # 1 / b, correctly rounded
-
-    def __repr__(self) -> str:
-        return (
-            f"DiscreteLaplaceMechanism(epsilon={self.epsilon!r}, l1_sensitivity="
-            f"{self.l1_sensitivity!r}, adjacency={self.adjacency!r})"
-        )
 
     @property
     def scale(self) -> Fraction:
@@ -240,12 +219,8 @@ class DiscreteLaplaceMechanism:
         """
         return self.noise_isf(failure_probability / (2.0 * n_coordinates))
 
-    def privacy_guarantee(self, description: str = "") -> PrivacyGuarantee:
-        """Pure epsilon-DP under :attr:`adjacency`."""
-        return PrivacyGuarantee.pure(
-            self.epsilon,
-            adjacency=self.adjacency,
-            description=description
-            or f"Discrete Laplace noise of scale {float(self.scale):.4g} (l1 sensitivity "
-            f"{self.l1_sensitivity:g}), sampled exactly.",
+    def _noise_description(self) -> str:
+        return (
+            f"Discrete Laplace noise of scale {float(self.scale):.4g} (l1 sensitivity "
+            f"{self.l1_sensitivity:g}), sampled exactly."
         )

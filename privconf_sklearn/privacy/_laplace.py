@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
 from scipy import stats
 
-from .._param_validation import Interval, StrOptions, validate_params
 from .._random import check_noise_source
-from ._guarantee import ADJACENCY_STATEMENTS, PrivacyGuarantee
+from ._additive import L1NoiseMechanism
 
 __all__ = ["LaplaceVectorMechanism"]
 
 
-class LaplaceVectorMechanism:
+class LaplaceVectorMechanism(L1NoiseMechanism):
     """Add independent Laplace noise of scale ``l1_sensitivity / epsilon`` to a vector.
 
     If ``||f(D) - f(D')||_1 <= Delta_1`` for every pair of neighbouring data sets, the
@@ -47,34 +45,6 @@ class LaplaceVectorMechanism:
     >>> mechanism.randomise(np.zeros(3), random_state=0).shape
     (3,)
     """
-
-    _parameter_constraints = {
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "l1_sensitivity": [Interval(Real, 0, None, closed="neither")],
-        "adjacency": [StrOptions(set(ADJACENCY_STATEMENTS))],
-    }
-
-    def __init__(
-        self,
-        epsilon: float,
-        l1_sensitivity: float,
-        *,
-        adjacency: str = "replace-one and add/remove",
-    ):
-        checked = validate_params(
-            self._parameter_constraints,
-            {"epsilon": epsilon, "l1_sensitivity": l1_sensitivity, "adjacency": adjacency},
-            type(self).__name__,
-        )
-        self.epsilon: float = checked["epsilon"]
-        self.l1_sensitivity: float = checked["l1_sensitivity"]
-        self.adjacency: str = checked["adjacency"]
-
-    def __repr__(self) -> str:
-        return (
-            f"LaplaceVectorMechanism(epsilon={self.epsilon!r}, l1_sensitivity="
-            f"{self.l1_sensitivity!r}, adjacency={self.adjacency!r})"
-        )
 
     @property
     def scale(self) -> float:
@@ -117,11 +87,5 @@ class LaplaceVectorMechanism:
         """
         return self.scale * math.log(n_coordinates / failure_probability)
 
-    def privacy_guarantee(self, description: str = "") -> PrivacyGuarantee:
-        """Pure epsilon-DP under :attr:`adjacency`."""
-        return PrivacyGuarantee.pure(
-            self.epsilon,
-            adjacency=self.adjacency,
-            description=description
-            or f"Laplace noise of scale {self.scale:.4g} (l1 sensitivity {self.l1_sensitivity:g}).",
-        )
+    def _noise_description(self) -> str:
+        return f"Laplace noise of scale {self.scale:.4g} (l1 sensitivity {self.l1_sensitivity:g})."

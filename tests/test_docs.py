@@ -275,18 +275,34 @@ def test_runner_refuses_unknown_languages_and_commands(tmp_path):
 
 
 # ----------------------------------------------------------------------- build
-@pytest.fixture(scope="module")
+#: What the build reads from the repository: the pages, the gallery's scripts and the
+#: benchmark scripts that generate the user guide's figures.
+BUILD_SOURCES = ("docs", "examples", "benchmarks")
+
+
+@pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
     """Build the site once, as the README says, with warnings as errors.
 
-    Once per worker: every test using it is marked ``xdist_group("docs-build")``, so
-    that pytest-xdist (``--dist loadgroup``) runs them all in the same worker.
+    The build runs in a private copy of the sources: sphinx-gallery writes its pages and
+    thumbnails next to the sources (``docs/auto_examples``), so two builds sharing the
+    working tree (two pytest-xdist workers, or a contributor's own build) would race on
+    those files. Once per worker: every test using it is marked
+    ``xdist_group("docs-build")``, so that pytest-xdist (``--dist loadgroup``) runs them
+    all in the same worker.
     """
+    sources = tmp_path_factory.mktemp("sources")
+    for name in BUILD_SOURCES:
+        shutil.copytree(
+            ROOT / name,
+            sources / name,
+            ignore=shutil.ignore_patterns(*GENERATED_DIRS, "__pycache__", "results"),
+        )
     output = tmp_path_factory.mktemp("html")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
     done = subprocess.run(
-        [*command, str(DOCS), str(output)],
-        cwd=ROOT,
+        [*command, str(sources / "docs"), str(output)],
+        cwd=sources,
         capture_output=True,
         text=True,
         timeout=600,

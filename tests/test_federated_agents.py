@@ -7,6 +7,11 @@ agent's ledger, in memory and in a file (atomic, reloaded, never silently reset)
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 from unittest import mock
 
 import numpy as np
@@ -318,7 +323,7 @@ def test_a_failed_write_leaves_the_file_and_the_ledger_unchanged(tmp_path):
     ):
         answer(ledger, alpha=0.12)
     assert path.read_text() == before and len(ledger.answers) == 1
-    assert os.listdir(tmp_path) == ["agent.json"]
+    assert sorted(os.listdir(tmp_path)) == [".agent.json.lock", "agent.json"]  # no temporary
     answer(ledger, alpha=0.12)
     assert len(AgentLedger(3.0, path=path).answers) == 2
 
@@ -331,3 +336,108 @@ def test_ledger_arguments_are_checked():
     with pytest.raises(TypeError, match="path"):
         AgentLedger(1.0, path=3)
     assert "in memory" in repr(AgentLedger(1.0))
+
+
+# ------------------------------------------------------------- concurrency
+#: Six distinct plans of epsilon 0.5 each, against budgets of 1: two answers fit.
+RACE_SIZES = (400, 400, 400)
+
+
+def race_plans():
+    return [
+        plan_to_dict(make_plan(RACE_SIZES, alpha, epsilon=0.5, n_bins=20, gamma=0.5))
+        for alpha in (0.1, 0.11, 0.12, 0.13, 0.14, 0.15)
+    ]
+
+
+def slow_budget_check(delay):
+    """Widen the race window: every budget check waits ``delay`` seconds first."""
+    from privconf_sklearn.federated import _ledger
+
+    check = _ledger._check_budget
+
+    def slow(*args):
+        time.sleep(delay)
+        return check(*args)
+
+    return mock.patch.object(_ledger, "_check_budget", slow)
+
+
+def answers_at_once(ledgers, wires):
+    """Each thread answers its plan on its ledger, all at once; the number of messages sent."""
+    scores = parts_of(RACE_SIZES)[0]
+    sent = []
+
+    def run(ledger, wire):
+        try:
+            agent_message(scores, wire, 0, ledger=ledger, random_state=0)
+        except ValueError:
+            return
+        sent.append(wire["round"])
+
+    threads = [threading.Thread(target=run, args=pair) for pair in zip(ledgers, wires, strict=True)]
+    with slow_budget_check(0.05):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return len(sent)
+
+
+def test_threads_sharing_a_ledger_cannot_overspend_it():
+    """Issue 24: without serialisation every thread passed the check on the same record."""
+    ledger = AgentLedger(1.0)
+    assert answers_at_once([ledger] * 6, race_plans()) == 2
+    assert len(ledger.answers) == 2 and ledger.spent == 1.0
+
+
+def test_ledger_objects_on_one_file_in_threads_cannot_overspend_it(tmp_path):
+    path = tmp_path / "agent.json"
+    ledgers = [AgentLedger(1.0, path=path) for _ in range(6)]
+    assert answers_at_once(ledgers, race_plans()) == 2
+    assert AgentLedger(1.0, path=path).spent == 1.0
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from unittest import mock
+    from privconf_sklearn.federated import AgentLedger, _ledger, agent_message
+    import numpy as np
+    path, wire, folder = Path(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
+    check = _ledger._check_budget
+    def slow(*args):
+        time.sleep(0.5)
+        return check(*args)
+    ledger = AgentLedger(1.0, path=path)
+    (folder / f"ready-{wire['round']}").touch()
+    while not (folder / "go").exists():
+        time.sleep(0.01)
+    with mock.patch.object(_ledger, "_check_budget", slow):
+        try:
+            agent_message(np.linspace(0, 1, 400), wire, 0, ledger=ledger, random_state=0)
+        except ValueError:
+            sys.exit(3)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="ledger files are locked across processes on POSIX")
+def test_processes_sharing_a_ledger_file_cannot_overspend_it(tmp_path):
+    """Four processes answer at once, each with its own ledger object on one file."""
+    path = tmp_path / "agent.json"
+    AgentLedger(1.0, path=path)
+    wires = race_plans()[:4]
+    children = [
+        subprocess.Popen([sys.executable, "-c", CHILD, str(path), json.dumps(wire), str(tmp_path)])
+        for wire in wires
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < len(children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
+    codes = [child.wait(timeout=120) for child in children]
+    assert sorted(codes) == [0, 0, 3, 3]
+    assert AgentLedger(1.0, path=path).spent == 1.0

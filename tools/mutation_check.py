@@ -345,6 +345,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "an agent answers the same plan again under a new round id",
     ),
     Mutant(
+        "federated-ledger-unserialised",
+        "privconf_sklearn/federated/_ledger.py",
+        "        with self._lock, held:",
+        "        with nullcontext(), nullcontext():",
+        ("tests/test_federated_agents.py",),
+        "threads sharing an agent ledger all pass the budget check on the same record",
+    ),
+    Mutant(
         "federated-agent-reads-scores-before-reserving",
         "privconf_sklearn/federated/_protocol.py",
         "    _check_size(scores, plan, agent)\n    noise",

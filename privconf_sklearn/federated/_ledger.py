@@ -15,8 +15,14 @@ before any round), read again before every reservation (another ledger object on
 same file, or an earlier run, may have spent), and replaced atomically (a temporary
 file in the same directory, flushed and synced, then :func:`os.replace`). A file that
 cannot be read back exactly (not JSON, unknown format, wrong types, a budget other than
-the one given) is a clear error, never a silent reset. Two processes appending to one
-file at the same time are not serialised: give each agent process its own file.
+the one given) is a clear error, never a silent reset.
+
+Reservations are serialised: one lock per ledger object for its threads, and for a file,
+one lock per file shared by every ledger object of the process and, on POSIX systems,
+an exclusive ``flock`` on a companion file (``.<name>.lock`` beside the ledger) held
+from the read to the write, so that threads and processes answering at once cannot both
+pass the budget check on the same record. Where ``fcntl`` is missing (Windows), only
+the threads of one process are serialised: give each agent process its own file there.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import math
 import os
 import re
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from fractions import Fraction
 from numbers import Real
 from pathlib import Path
@@ -33,6 +42,11 @@ from typing import Any
 
 from .._param_validation import Interval, validate_params
 from ..mechanisms.fedcp import FEDCP2_QQ, FEDCP_QQ
+
+try:  # POSIX: serialise the processes appending to one ledger file
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ROUND_ID", "AgentLedger", "LedgerFileError"]
 
@@ -98,7 +112,9 @@ class AgentLedger:
     path : str, os.PathLike or None, default=None
         A JSON file that keeps the ledger across processes and restarts. An existing
         file is read (it must record the same ``max_epsilon``); a missing one is written
-        at once. Each reservation reads the file again and replaces it atomically.
+        at once. Each reservation reads the file again and replaces it atomically,
+        holding a lock (on POSIX, an ``flock`` on the companion ``.<name>.lock``) so that
+        threads and processes sharing the file answer one at a time.
         None keeps the ledger in memory only.
 
     Raises
@@ -128,12 +144,22 @@ class AgentLedger:
         )
         self._max_epsilon: float = checked["max_epsilon"]
         self._path = None if path is None else Path(path)
+        self._lock = threading.Lock()
         self._answers: tuple[dict[str, Any], ...] = ()
         if self._path is not None:
             if self._path.exists():
                 self._answers = self._read()
             else:
                 self._write(self._answers)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]  # a lock belongs to its process
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         where = "in memory" if self._path is None else f"path={str(self._path)!r}"
@@ -175,27 +201,32 @@ class AgentLedger:
     def _reserve(
         self, *, round_id: str, plan_digest: str, protocol: str, agent: int, epsilon
     ) -> None:
-        """Check and record one answer before any score is read (persisted first)."""
-        answers = self._read() if self._path is not None else self._answers
-        if answers[: len(self._answers)] != self._answers:
-            raise LedgerFileError(
-                f"The ledger file {self._path} no longer holds the answers this ledger "
-                "recorded (it was replaced or edited): refusing to answer."
-            )
-        _check_new(answers, round_id, plan_digest)
-        if epsilon is not None:
-            _check_budget(answers, epsilon, self._max_epsilon)
-        entry = {
-            "round": round_id,
-            "plan_digest": plan_digest,
-            "protocol": protocol,
-            "agent": agent,
-            "epsilon": epsilon,
-        }
-        updated = (*answers, entry)
-        if self._path is not None:
-            self._write(updated)
-        self._answers = updated
+        """Check and record one answer before any score is read (persisted first).
+
+        Serialised (see the module docstring): the check and the record are one step.
+        """
+        held = nullcontext() if self._path is None else _file_lock(self._path)
+        with self._lock, held:
+            answers = self._read() if self._path is not None else self._answers
+            if answers[: len(self._answers)] != self._answers:
+                raise LedgerFileError(
+                    f"The ledger file {self._path} no longer holds the answers this ledger "
+                    "recorded (it was replaced or edited): refusing to answer."
+                )
+            _check_new(answers, round_id, plan_digest)
+            if epsilon is not None:
+                _check_budget(answers, epsilon, self._max_epsilon)
+            entry = {
+                "round": round_id,
+                "plan_digest": plan_digest,
+                "protocol": protocol,
+                "agent": agent,
+                "epsilon": epsilon,
+            }
+            updated = (*answers, entry)
+            if self._path is not None:
+                self._write(updated)
+            self._answers = updated
 
     # --------------------------------------------------------------- the file
     def _read(self) -> tuple[dict[str, Any], ...]:
@@ -235,6 +266,28 @@ class AgentLedger:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+#: One lock per ledger file (resolved path) for the threads of this process.
+_FILE_LOCKS: dict[str, threading.Lock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock: this process's threads, then other processes (POSIX ``flock``)."""
+    with _FILE_LOCKS_GUARD:
+        lock = _FILE_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+    with lock:
+        if fcntl is None:  # pragma: no cover - Windows
+            yield
+            return
+        with open(path.with_name(f".{path.name}.lock"), "a", encoding="utf-8") as stream:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
 
 
 def _total(answers) -> Fraction | float:

@@ -735,18 +735,23 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 UnseenGroupWarning,
             )
         elif n > 0 and self._every_output_trivial(result, X):
+            reason = self.calibration_.reason
             warn_at_caller(
                 f"Every one of the {n} prediction {self._output_name} is trivial "
-                f"({self._trivial_output}): the calibration released the top of the public "
-                f"range. {self.calibration_.reason or ''} See calibration_ and "
-                "mechanism.forecast(n, alpha) for why, and how many rows would help.",
+                f"({self._trivial_output}): the calibration released "
+                f"{self._trivial_release}. {reason[:1].upper() + reason[1:]} See "
+                f"calibration_ and {self._forecast_call} for why, and how many rows would "
+                "help.",
                 UninformativePredictionWarning,
             )
         return result
 
-    #: What :meth:`predict_set` returns, and what a trivial one is, for its warning.
+    #: What :meth:`predict_set` returns, what a trivial one is, what the calibration
+    #: released to make it so and the forecast to ask, for its warning.
     _output_name = "sets"
     _trivial_output = "every label"
+    _trivial_release = "the top of the public range"
+    _forecast_call = "mechanism.forecast(n, alpha)"
 
     def _every_output_trivial(self, outputs: np.ndarray, X) -> bool:
         """Whether every returned set or interval is trivial (reads only test inputs)."""

@@ -534,6 +534,9 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         return super().card_
 
     # ------------------------------------------------------------ predict
+    _trivial_release = "the last, most conservative threshold of its grid"
+    _forecast_call = "mechanism.forecast(n, alpha, n_candidates)"
+
     def predict_set(self, X, *, batch_size: int | None = None) -> np.ndarray:
         """Boolean sets ``{k : p_k(x) > threshold_}``, one column per label of ``classes_``.
 

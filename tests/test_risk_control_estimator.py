@@ -12,7 +12,7 @@ from sklearn.multioutput import MultiOutputClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from privconf_sklearn import PrivateRiskControlClassifier
+from privconf_sklearn import PrivateRiskControlClassifier, UninformativePredictionWarning
 from privconf_sklearn.mechanisms import (
     ExponCRC,
     InfeasibleCalibrationWarning,
@@ -231,8 +231,14 @@ def test_infeasible_size_gives_every_label(data, model):
     with pytest.warns(InfeasibleCalibrationWarning) as record:
         crc.fit_calibrate(X_cal[:20], Y_cal[:20])
     assert record[0].filename == __file__
-    assert crc.threshold_ == -np.inf and crc.predict_set(X_test).all()
     assert not crc.calibration_.feasible and crc.calibration_.privacy.epsilon == 0.0
+    with pytest.warns(UninformativePredictionWarning) as record:
+        assert crc.threshold_ == -np.inf and crc.predict_set(X_test).all()
+    message = str(record[0].message)
+    assert record[0].filename == __file__
+    assert "released the last, most conservative threshold of its grid. No target" in message
+    assert "mechanism.forecast(n, alpha, n_candidates)" in message
+    assert "top of the public range" not in message  # the quantile wording
 
 
 def test_ledger_is_checked_first_and_charged(data, model, dp):

@@ -251,3 +251,48 @@ def test_markdown_and_command_line(crc, tmp_path, capsys):
     assert capsys.readouterr().out.startswith("# Risk card — INFEASIBLE")
     assert main(["card", "verify", str(path)]) == 1
     assert "contract not met (risk)" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ signatures
+def test_signed_risk_cards_verify_only_under_the_issuers_key(crc):
+    """A risk card is signed as a contract card is: the signature covers the schema
+    header, the formal layer and the diagnostics; an edit, even resealed, or another
+    issuer's key is caught."""
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    issuer, other = ed25519.Ed25519PrivateKey.generate(), ed25519.Ed25519PrivateKey.generate()
+    card = RiskCard.from_estimator(crc, _contract())
+    signed = card.sign(issuer)
+    assert isinstance(signed, RiskCard) and signed.signature is not None
+    assert signed.formal_sha256 == card.formal_sha256 and card.signature is None
+    text = signed.to_json()
+    assert RiskCard.from_json(text) == signed
+    result = verify_card(text, public_key=issuer.public_key())
+    assert result.status == "accepted", result.report()
+    assert "Signed** (Ed25519)" in signed.to_markdown()
+    assert "**Unsigned.**" in card.to_markdown()
+
+    def problems(data, key=issuer):
+        return verify_card(json.dumps(data), public_key=key.public_key()).problems
+
+    assert any("not by the given key" in p for p in problems(json.loads(text), other))
+    unsigned = verify_card(card.to_json(), public_key=issuer.public_key())
+    assert unsigned.status == "inconsistent" and "not signed" in unsigned.report()
+    # The diagnostics are signed: an edited mechanism detail breaks the signature.
+    edited = json.loads(text)
+    edited["diagnostics"]["mechanism_details"]["edited"] = True
+    assert any(p.startswith("signature: the signature does not verify") for p in problems(edited))
+    # A resealed edit of the formal layer keeps the digest consistent, not the signature.
+    looser = dataclasses.replace(card.calibrations[0], risk_bound=0.01)
+    resealed = json.loads(
+        dataclasses.replace(card, calibrations=(looser,), formal_sha256="").to_json()
+    )
+    resealed["signature"] = json.loads(text)["signature"]
+    assert any(p.startswith("signature:") for p in problems(resealed))
+
+
+def test_risk_cards_without_a_signature_field_still_load(crc):
+    """Risk cards written before signatures (no "signature" key) read back unsigned."""
+    data = json.loads(RiskCard.from_estimator(crc, _contract()).to_json())
+    del data["signature"]
+    card = RiskCard.from_dict(data)
+    assert card.signature is None and verify_card(data).status == "accepted"

@@ -11,18 +11,15 @@ request, outside the signature.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import Interval, StrOptions, validate_params
-from .._warnings import warn_at_caller
 from ..base import BasePrivateConformal
 from ..mechanisms import Calibration, QuantileMechanism
 from ..metrics import (
@@ -35,8 +32,9 @@ from ..metrics import (
 from ..mondrian import MondrianCalibration
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ..risk_control import PrivateRiskControlClassifier
-from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
+from ._codec import CardFormatError, canonical_bytes, decode, plain_value
 from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
+from ._published import OwnerDiagnosticsWarning, PublishedCard
 from ._records import (
     SIZE,
     CalibrationEntry,
@@ -100,7 +98,6 @@ ARGUMENTS = {
     "alpha": [Interval(Real, 0, 1, closed="neither")],
     "agent_sizes": optional([Items(*SIZE)]),
     "public": ["boolean"],
-    "include_owner_diagnostics": ["boolean"],
 }
 CLAUSE_LIST = [Items(Nested(Clause), max_length=len(CLAUSES))]
 DECISIONS = [StrOptions({"feasible", "infeasible", "unchecked"})]
@@ -118,10 +115,6 @@ _PATHS = {
 def check_arguments(owner: str, **values) -> dict[str, Any]:
     """``values`` checked against :data:`ARGUMENTS` (``InvalidParameterError`` naming them)."""
     return validate_params({name: ARGUMENTS[name] for name in values}, values, owner)
-
-
-class OwnerDiagnosticsWarning(UserWarning):
-    """Owner diagnostics (not covered by the privacy guarantee) are being written out."""
 
 
 def task_of(estimator) -> str:
@@ -333,7 +326,7 @@ def _check_version(schema: Any, version: Any) -> None:
 
 
 @dataclass(frozen=True)
-class ContractCard(Record):
+class ContractCard(PublishedCard, Record):
     """An auditable record of a calibration against a contract (Table 1 of the paper).
 
     Build cards with :meth:`from_estimator` (or the estimators' ``card_``),
@@ -391,6 +384,9 @@ class ContractCard(Record):
     >>> ContractCard.from_json(card.to_json()) == card
     True
     """
+
+    schema: ClassVar[str] = SCHEMA
+    schema_version: ClassVar[int] = SCHEMA_VERSION
 
     contract: Contract | None
     configuration: Configuration
@@ -791,61 +787,6 @@ class ContractCard(Record):
             "selection": to_plain(self.selection),
         }
 
-    def digest_payload(self) -> dict:
-        """Schema header and formal layer: what ``formal_sha256`` covers."""
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "formal": self.formal_dict()}
-
-    def signed_payload(self) -> dict:
-        """What the signature covers: the published card but its digest and signature.
-
-        The schema header, the formal layer and the diagnostic layer. Owner diagnostics
-        (written only on request) are outside it.
-        """
-        return {**self.digest_payload(), "diagnostics": to_plain(self.diagnostics)}
-
-    def compute_digest(self) -> str:
-        """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`digest_payload`."""
-        return hashlib.sha256(canonical_bytes(self.digest_payload())).hexdigest()
-
-    def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
-        """The card as plain data, in schema order (see :meth:`to_json`)."""
-        check_arguments("ContractCard", include_owner_diagnostics=include_owner_diagnostics)
-        data = {
-            **self.digest_payload(),
-            "formal_sha256": self.formal_sha256,
-            "signature": to_plain(self.signature),
-            "diagnostics": to_plain(self.diagnostics),
-        }
-        if include_owner_diagnostics and self.owner_diagnostics:
-            warn_at_caller(
-                "Writing owner diagnostics: computed from the data without noise, they are "
-                "NOT covered by the privacy guarantee. Do not publish this output.",
-                OwnerDiagnosticsWarning,
-            )
-            data["owner_diagnostics"] = plain_value(self.owner_diagnostics)
-        return data
-
-    def to_json(self, *, include_owner_diagnostics: bool = False) -> str:
-        """JSON text, publishable by default (infinities as ``{"$float": "inf"}``).
-
-        Parameters
-        ----------
-        include_owner_diagnostics : bool, default=False
-            Also write :attr:`owner_diagnostics`, with an
-            :class:`OwnerDiagnosticsWarning`: for the data owner's own records only.
-
-        Returns
-        -------
-        str
-        """
-        return dumps(self.to_dict(include_owner_diagnostics=include_owner_diagnostics))
-
-    def save(self, path: str | os.PathLike, *, include_owner_diagnostics: bool = False) -> None:
-        """Write :meth:`to_json` to ``path`` (UTF-8); publishable by default."""
-        text = self.to_json(include_owner_diagnostics=include_owner_diagnostics)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-
     @classmethod
     def from_dict(cls, data: Any) -> ContractCard:
         """Inverse of :meth:`to_dict`; also takes ``json.loads`` output.
@@ -890,45 +831,11 @@ class ContractCard(Record):
         except (TypeError, ValueError) as exc:
             raise CardFormatError(f"card: {exc}") from exc
 
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ContractCard:
-        """Read a card from JSON text (see :meth:`from_dict` for the errors)."""
-        return cls.from_dict(loads(text))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> ContractCard:
-        """Read a card from a JSON file (at most 16 MiB)."""
-        with open(path, encoding="utf-8") as handle:
-            return cls.from_json(handle.read(MAX_CHARS + 1))
-
-    def to_markdown(self, *, include_owner_diagnostics: bool = False) -> str:
-        """The card as Markdown (``include_owner_diagnostics`` as in :meth:`to_json`)."""
+    def _render_markdown(self, owner_diagnostics: Any) -> str:
         from ._markdown import render_markdown
 
-        data = self.to_dict(include_owner_diagnostics=include_owner_diagnostics)
-        return render_markdown(self, data.get("owner_diagnostics"))
+        return render_markdown(self, owner_diagnostics)
 
-    def sign(self, private_key) -> ContractCard:
-        """A copy carrying an Ed25519 signature of the whole published card.
-
-        The signature covers :meth:`signed_payload`: the schema header, the formal layer
-        and the diagnostic layer (sign after :meth:`evaluate`). The digest
-        ``formal_sha256`` protects the formal layer against accidental edits only:
-        whoever edits a card can recompute it. Only the holder of ``private_key`` can
-        make a signature that verifies under the matching public key
-        (``verify_card(card, public_key=...)``). Owner diagnostics are never signed.
-        Needs ``cryptography`` (``pip install "privconf_sklearn[sign]"``).
-
-        Parameters
-        ----------
-        private_key : cryptography...ed25519.Ed25519PrivateKey
-            The issuer's key.
-
-        Returns
-        -------
-        ContractCard
-        """
-        from ._signing import sign_payload
-
-        signature = sign_payload(self.signed_payload(), private_key)
+    def _with_signature(self, signature) -> ContractCard:
+        """Signed copies keep the estimator this card was built from (for :meth:`evaluate`)."""
         return self._attached(dataclasses.replace(self, signature=signature))

@@ -276,6 +276,7 @@ def render_risk_markdown(card, owner_diagnostics: dict | None = None) -> str:
     trivial = [e.group for e in card.calibrations if e.release and not e.release.informative]
     title = card.decision.upper() + (" — UNINFORMATIVE (every label)" if trivial else "")
     notes = "".join(note + "\n\n" for note in _decision_notes(card))
+    signature, covered = _signature(card)
     text = TEMPLATE.substitute(
         title=title,
         budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)} "
@@ -285,9 +286,8 @@ def render_risk_markdown(card, owner_diagnostics: dict | None = None) -> str:
         notes=notes,
         formal="".join(f"### {heading}\n\n{body}\n" for heading, body in _risk_sections(card)),
         digest=card.formal_sha256,
-        signature="**Unsigned.** The digest guards the formal layer against accidental edits "
-        "only (anyone can recompute it); the diagnostic layer is outside it.",
-        covered="UNSIGNED, outside the digest",
+        signature=signature,
+        covered=covered,
         diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
     )
     return text.replace("# Contract card", "# Risk card", 1)

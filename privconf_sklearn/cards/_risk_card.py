@@ -25,25 +25,23 @@ adjacency) and ``informative`` (the release is not the set of every label).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
-import os
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import Interval, validate_params
-from .._warnings import warn_at_caller
 from ..privacy import PrivacyGuarantee
 from ..risk_control import MondrianRiskCalibration, PrivateRiskControlClassifier
 from ..scores import CallableLoss, FalseNegativeRate
-from ._card import DECISIONS, OwnerDiagnosticsWarning, check_arguments
-from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
+from ._card import DECISIONS
+from ._codec import CardFormatError, decode, plain_value
 from ._contract import RISK_CLAUSES, Clause, Relation, _at_most, _calibration_clauses, decision_of
 from ._markdown import render_risk_markdown
+from ._published import PublishedCard
 from ._records import (
     GROUP_ID,
     MAX_SAMPLES,
@@ -58,6 +56,7 @@ from ._records import (
     MaybeText,
     Nested,
     Record,
+    Signature,
     Signed,
     Text,
     TrainingPrivacy,
@@ -323,7 +322,7 @@ def check_risk_contract(contract, setup, training, privacy, entries) -> tuple[Cl
 
 
 @dataclass(frozen=True)
-class RiskCard(Record):
+class RiskCard(PublishedCard, Record):
     """An auditable record of a conformal risk control against a :class:`RiskContract`.
 
     Build it with :meth:`from_estimator` (or the estimator's ``card_``); read it with
@@ -351,6 +350,8 @@ class RiskCard(Record):
     owner_diagnostics : dict, default={}
         NOT covered by the privacy guarantee: the counts of calibration rows that broke
         an assumption of the risk guarantee. Written only on request.
+    signature : Signature or None, default=None
+        Ed25519 signature of the formal and diagnostic layers (:meth:`sign`).
     formal_sha256 : str, default=""
         SHA-256 of the formal layer; computed when empty.
 
@@ -374,6 +375,9 @@ class RiskCard(Record):
     ('feasible', 'accepted')
     """
 
+    schema: ClassVar[str] = RISK_SCHEMA
+    schema_version: ClassVar[int] = RISK_SCHEMA_VERSION
+
     contract: RiskContract | None
     configuration: RiskSetup
     training_privacy: TrainingPrivacy
@@ -383,6 +387,7 @@ class RiskCard(Record):
     decision: Annotated[str, DECISIONS]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     owner_diagnostics: Mapping = field(default_factory=dict, compare=False, repr=False)
+    signature: Signature | None = None
     formal_sha256: Text = ""
 
     def _check(self) -> None:
@@ -533,49 +538,6 @@ class RiskCard(Record):
             "decision": self.decision,
         }
 
-    def digest_payload(self) -> dict:
-        """Schema header and formal layer: what ``formal_sha256`` covers."""
-        return {
-            "schema": RISK_SCHEMA,
-            "schema_version": RISK_SCHEMA_VERSION,
-            "formal": self.formal_dict(),
-        }
-
-    def compute_digest(self) -> str:
-        """SHA-256 of the key-sorted, compact, ASCII JSON of :meth:`digest_payload`."""
-        return hashlib.sha256(canonical_bytes(self.digest_payload())).hexdigest()
-
-    def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
-        """The card as plain data (see :meth:`to_json`)."""
-        check_arguments("RiskCard", include_owner_diagnostics=include_owner_diagnostics)
-        data = {
-            **self.digest_payload(),
-            "formal_sha256": self.formal_sha256,
-            "diagnostics": to_plain(self.diagnostics),
-        }
-        if include_owner_diagnostics and self.owner_diagnostics:
-            warn_at_caller(
-                "Writing owner diagnostics: computed from the data without noise, they are "
-                "NOT covered by the privacy guarantee. Do not publish this output.",
-                OwnerDiagnosticsWarning,
-            )
-            data["owner_diagnostics"] = plain_value(self.owner_diagnostics)
-        return data
-
-    def to_json(self, *, include_owner_diagnostics: bool = False) -> str:
-        """JSON text, publishable by default (infinities as ``{"$float": "-inf"}``).
-
-        Parameters
-        ----------
-        include_owner_diagnostics : bool, default=False
-            Also write :attr:`owner_diagnostics`, with an ``OwnerDiagnosticsWarning``.
-
-        Returns
-        -------
-        str
-        """
-        return dumps(self.to_dict(include_owner_diagnostics=include_owner_diagnostics))
-
     @classmethod
     def from_dict(cls, data: Any) -> RiskCard:
         """Inverse of :meth:`to_dict`; also takes ``json.loads`` output.
@@ -587,7 +549,9 @@ class RiskCard(Record):
             unknown or invalid (the message names its path).
         """
         required = ("schema", "schema_version", "formal", "formal_sha256")
-        data = json_object(decode(data), "card", required, ("diagnostics", "owner_diagnostics"))
+        data = json_object(
+            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
+        )
         if (data["schema"], data["schema_version"]) != (RISK_SCHEMA, RISK_SCHEMA_VERSION):
             raise CardFormatError(
                 f"card: schema {data['schema']!r} version {data['schema_version']!r} is not "
@@ -602,6 +566,7 @@ class RiskCard(Record):
             "calibration_privacy": privacy["calibration"],
             "diagnostics": data.get("diagnostics") or Diagnostics(),
             "owner_diagnostics": data.get("owner_diagnostics", {}),
+            "signature": data.get("signature"),
             "formal_sha256": data["formal_sha256"],
         }
         schema = schema_of(cls)
@@ -612,35 +577,8 @@ class RiskCard(Record):
         except (TypeError, ValueError) as exc:
             raise CardFormatError(f"card: {exc}") from exc
 
-    @classmethod
-    def from_json(cls, text: str | bytes) -> RiskCard:
-        """Read a card from JSON text (see :meth:`from_dict` for the errors)."""
-        return cls.from_dict(loads(text))
-
-    def save(self, path: str | os.PathLike, *, include_owner_diagnostics: bool = False) -> None:
-        """Write :meth:`to_json` to ``path`` (UTF-8); publishable by default."""
-        text = self.to_json(include_owner_diagnostics=include_owner_diagnostics)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> RiskCard:
-        """Read a card from a JSON file (at most 16 MiB)."""
-        with open(path, encoding="utf-8") as handle:
-            return cls.from_json(handle.read(MAX_CHARS + 1))
-
-    def to_markdown(self, *, include_owner_diagnostics: bool = False) -> str:
-        """The card as Markdown (``include_owner_diagnostics`` as in :meth:`to_json`)."""
-        check_arguments("RiskCard", include_owner_diagnostics=include_owner_diagnostics)
-        owner = None
-        if include_owner_diagnostics and self.owner_diagnostics:
-            warn_at_caller(
-                "Writing owner diagnostics: computed from the data without noise, they are "
-                "NOT covered by the privacy guarantee. Do not publish this output.",
-                OwnerDiagnosticsWarning,
-            )
-            owner = plain_value(self.owner_diagnostics)
-        return render_risk_markdown(self, owner)
+    def _render_markdown(self, owner_diagnostics: Any) -> str:
+        return render_risk_markdown(self, owner_diagnostics)
 
 
 def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:

@@ -416,11 +416,8 @@ def _check(card, registry, key: str | None) -> tuple[tuple[Clause, ...], list[st
     if key is not None:
         from ._signing import check_signature
 
-        if isinstance(card, RiskCard):
-            problems.append("signature: risk cards are not signed.")
-        else:
-            problem = check_signature(card.signature, card.signed_payload(), key)
-            problems += [] if problem is None else [f"signature: {problem}"]
+        problem = check_signature(card.signature, card.signed_payload(), key)
+        problems += [] if problem is None else [f"signature: {problem}"]
     try:
         if isinstance(card, RiskCard):
             expected: Any = _expected_risk_card(card)

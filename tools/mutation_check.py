@@ -139,10 +139,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "binning-no-rounding-fix",
         "privconf_sklearn/mechanisms/_binning.py",
-        "            i += f\n",
-        "            pass\n",
+        "    index[rows] += (scores > c / size).astype(np.intp) - (scores <= (c - 1.0) / size)",
+        "    index[rows] -= scores <= (c - 1.0) / size",
         ("tests/test_binning.py", "tests/test_expon_q.py", "tests/test_dp_aps.py"),
         "a score just above an edge stays in the bin below (prediction-time test disagrees)",
+    ),
+    Mutant(
+        "binning-unchecked-near-edges",
+        "privconf_sklearn/mechanisms/_binning.py",
+        "    near_integer = 0.5 - 2.0 * 2.0**-50 * size",
+        "    near_integer = 0.5 - 2.0**-60 * size",
+        ("tests/test_binning.py",),
+        "scores whose product s m rounds across an integer are not checked against the edges",
     ),
     # --- P-COQS
     Mutant(
@@ -444,10 +452,10 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "signature-skips-diagnostics",
-        "privconf_sklearn/cards/_card.py",
+        "privconf_sklearn/cards/_published.py",
         'return {**self.digest_payload(), "diagnostics": to_plain(self.diagnostics)}',
         "return self.digest_payload()",
-        ("tests/test_verifier.py",),
+        ("tests/test_verifier.py", "tests/test_risk_card.py"),
         "the signature covers the formal layer only: diagnostics can be edited",
     ),
     Mutant(

@@ -33,14 +33,19 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     where ``e_j`` is the correctly rounded quotient ``fl(j / m)``, so it agrees exactly
     with the prediction-time test ``score <= e_j``.
 
-    The index is computed as ``c = ceil(s * m)``, then corrected by one step either way
-    against the two neighbouring edges ``fl((c - 1) / m)`` and ``fl(c / m)`` (the
-    product ``s * m`` can round across an integer; it is off by less than one for
-    ``m <= 2**53``). Both edges are the same correctly rounded quotients as the table
-    ``np.arange(m + 1) / m``, so the bins are exactly those of the comparisons with that
-    table, including scores on an edge or one ulp to either side of it, 0, 1 and
-    subnormal scores. For ``m`` a power of two the product is exact and the corrections
-    are skipped.
+    The index is computed as ``c = ceil(fl(s m))``. It is exact unless ``fl(s m)``
+    lies within ``T = 2^-50 m`` of an integer: the product and the edges ``fl(j / m)``
+    carry relative errors of at most ``2^-53``, so ``s m`` is within ``2^-53 m`` of
+    ``fl(s m)`` and ``s <= fl(j / m)`` agrees with ``s m <= j`` unless ``s m`` is
+    within ``2^-53 m`` of ``j``; at distance above ``T`` (``8 x 2^-53 m``) from every
+    integer neither error can move the bin. The rare scores within ``2 T`` (a safety
+    factor for the rounding of the test itself; about ``2^-48 m`` of uniform scores,
+    and every score on or next to an edge) are corrected by one step either way against
+    the two neighbouring edges ``fl((c - 1) / m)`` and ``fl(c / m)``: the same
+    correctly rounded quotients as the table ``np.arange(m + 1) / m``, so the bins are
+    exactly those of the comparisons with that table, including scores on an edge or one
+    ulp to either side of it, 0, 1 and subnormal scores. For ``m`` a power of two the
+    product is exact and no score is checked.
 
     Parameters
     ----------
@@ -77,34 +82,43 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     counts = np.zeros(m + 1, dtype=np.int64)
     index = np.empty(min(chunk, n), dtype=np.intp)
     ceiling = np.empty(_BLOCK)
-    edge = np.empty(_BLOCK)
+    product = np.empty(_BLOCK)
     flag = np.empty(_BLOCK, dtype=bool)
     size = float(m)
     # For m a power of two, s * m is exact, so c = ceil(s * m) is already the smallest
-    # j with s <= j / m and neither correction can apply.
+    # j with s <= j / m and no correction can apply.
     exact_product = m & (m - 1) == 0
+    # Scores whose product is within 2 T of an integer are checked against the edges.
+    near_integer = 0.5 - 2.0 * 2.0**-50 * size
     for chunk_start in range(0, n, chunk):
         chunk_stop = min(chunk_start + chunk, n)
         for start in range(chunk_start, chunk_stop, _BLOCK):
             stop = min(start + _BLOCK, chunk_stop)
             block = scores[start:stop]
-            c, e, f = ceiling[: stop - start], edge[: stop - start], flag[: stop - start]
+            c, p, f = ceiling[: stop - start], product[: stop - start], flag[: stop - start]
             i = index[start - chunk_start : stop - chunk_start]
-            np.multiply(block, size, out=c)
-            np.ceil(c, out=c)  # in [0, m] for scores in [0, 1]; 0 only for s = 0
+            np.multiply(block, size, out=p)
+            np.ceil(p, out=c)  # in [0, m] for scores in [0, 1]; 0 only for s = 0
             np.copyto(i, c, casting="unsafe")
             if exact_product:
                 continue
-            # One step down if s <= e_{c-1}, else one step up if s > e_c (at most one
-            # applies, since e_{c-1} <= e_c).
-            np.subtract(c, 1.0, out=e)
-            np.divide(e, size, out=e)
-            np.less_equal(block, e, out=f)
-            i -= f
-            np.divide(c, size, out=e)
-            np.greater(block, e, out=f)
-            i += f
+            # |(c - s m) - 1/2| >= 1/2 - 2 T: s m within 2 T of an integer.
+            np.subtract(c, p, out=p)
+            np.subtract(p, 0.5, out=p)
+            np.abs(p, out=p)
+            np.greater_equal(p, near_integer, out=f)
+            if f.any():
+                _correct(block, c, i, np.flatnonzero(f), size)
         counts += np.bincount(index[: chunk_stop - chunk_start], minlength=m + 1)
     # Index 0 is reached only by s = 0 (ceil(0) = 0, and 0 > e_0 is false): bin I_1.
     counts[1] += counts[0]
     return counts[1:]
+
+
+def _correct(block: np.ndarray, ceiling: np.ndarray, index: np.ndarray, rows, size: float):
+    """Bin indices of ``rows`` moved one step down if ``s <= e_{c-1}``, up if ``s > e_c``.
+
+    At most one applies, since ``e_{c-1} <= e_c`` (:func:`bin_counts`).
+    """
+    scores, c = block[rows], ceiling[rows]
+    index[rows] += (scores > c / size).astype(np.intp) - (scores <= (c - 1.0) / size)

@@ -1,6 +1,8 @@
 """The dask scale-out recipe gives exactly the in-memory prediction sets, on a local
 cluster that listens on 127.0.0.1 only."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -45,6 +47,17 @@ def test_cluster_listens_on_loopback_only(client):
         if c.status == psutil.CONN_LISTEN
     ]
     assert listening and set(listening) <= {"127.0.0.1", "::1"}
+
+
+def test_two_clusters_at_once_do_not_clash(client):
+    """The scheduler's HTTP endpoint takes a free port, not dask's default 8787: a second
+    cluster beside the fixture's starts without a port-clash warning (two test workers,
+    or a user's own cluster, on one machine)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with local_cluster(n_workers=1, processes=False) as second:
+            ports = [c.scheduler_info()["services"]["dashboard"] for c in (client, second)]
+    assert len(set(ports)) == 2 and 8787 not in ports
 
 
 @pytest.mark.parametrize("chunks", [(997, 8), (250, 3), (5000, 8)])

@@ -79,7 +79,8 @@ def local_cluster(n_workers: int = 2, *, threads_per_worker: int = 1, memory_lim
     Scheduler and workers listen on TCP on the loopback interface (also with
     ``processes=False``, where dask would otherwise use in-process transport). The
     dashboard is disabled; the scheduler's remaining HTTP endpoint (health checks,
-    metrics) listens on the loopback as well.
+    metrics) listens on the loopback as well, at a free port (two clusters on one machine
+    do not clash).
     Yields the connected ``Client`` (the default scheduler inside the block) and closes
     cluster and client on exit.
 
@@ -104,7 +105,11 @@ def local_cluster(n_workers: int = 2, *, threads_per_worker: int = 1, memory_lim
             memory_limit=memory_limit,
             host="127.0.0.1",
             protocol="tcp://",
-            dashboard_address=None,
+            # The scheduler always serves HTTP (health checks, metrics): on the loopback,
+            # at a free port (dask's default, 8787, clashes with any other cluster), and
+            # without the dashboard's pages.
+            dashboard_address="127.0.0.1:0",
+            scheduler_kwargs={"dashboard": False},
             worker_dashboard_address=None,
         ) as cluster,
         Client(cluster) as client,

@@ -42,8 +42,11 @@ class _FederatedMechanism(QuantileMechanism):
 
     requires_groups = True
 
+    #: The mechanism's parameters that are :func:`make_plan` arguments.
+    _plan_parameters: tuple[str, ...] = ()
+
     _parameter_constraints: dict = {
-        "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")],
+        "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")]
     }
 
     def _planned_sizes(self, params: dict, n_samples: int, agent_sizes) -> tuple[int, ...]:
@@ -197,7 +200,10 @@ class _FederatedMechanism(QuantileMechanism):
 
     def _plan_arguments(self, params: dict) -> dict:
         """Keyword arguments of ``make_plan`` besides the sizes and ``alpha``."""
-        return {}
+        return {name: params[name] for name in self._plan_parameters}
+
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
+        return federated_privacy(params.get("epsilon"))
 
     def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
         """The server's plan for these public agent sizes (no data read).
@@ -231,9 +237,8 @@ class _FederatedMechanism(QuantileMechanism):
         owner = f"{type(self).__name__} (the agents of groups)"
         sizes = check_agent_sizes([part.n_samples for part in parts], owner)
         plan = self._plan(params, sizes, alpha)
-        if not plan.feasible:
-            return release_calibration(plan, [])
-        return release_calibration(plan, agent_values(statistics, parts, plan, noise))
+        values = agent_values(statistics, parts, plan, noise) if plan.feasible else []
+        return release_calibration(plan, values)
 
 
 class FedCPQQ(_FederatedMechanism):
@@ -270,9 +275,6 @@ class FedCPQQ(_FederatedMechanism):
 
     def __init__(self, *, n_agents=None):
         self.n_agents = n_agents
-
-    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
-        return federated_privacy(None)
 
 
 class FedCP2QQ(_FederatedMechanism):
@@ -317,6 +319,7 @@ class FedCP2QQ(_FederatedMechanism):
     (True, True)
     """
 
+    _plan_parameters = ("epsilon", "n_bins", "gamma", "scaling")
     _parameter_constraints: dict = {
         **_FederatedMechanism._parameter_constraints,
         "epsilon": [Interval(Real, 0.0, None, closed="neither")],
@@ -329,12 +332,6 @@ class FedCP2QQ(_FederatedMechanism):
         self.gamma = gamma
         self.scaling = scaling
         self.n_agents = n_agents
-
-    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
-        return federated_privacy(params["epsilon"])
-
-    def _plan_arguments(self, params: dict) -> dict:
-        return {name: params[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}
 
 
 def _agent_informative(plan: FederatedPlan, agent: int, spread: float) -> float:

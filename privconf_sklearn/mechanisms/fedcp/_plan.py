@@ -56,9 +56,7 @@ def _describe(sizes: tuple[int, ...]) -> str:
 
 @dataclass(frozen=True)
 class FedCPQQPlan:
-    """What every agent and the server must know before a FedCP-QQ round.
-
-    Everything here is computed from public quantities; no score has been read.
+    """What every agent and the server must know before a FedCP-QQ round (public only).
 
     Attributes
     ----------
@@ -79,12 +77,10 @@ class FedCPQQPlan:
         top of the range (1.0) without reading its data when ``l_j > n'_j``.
     server_rank : int
         ``k``: the server keeps the ``k``-th smallest message (0 when infeasible).
-    coverage_lower_bound : float
+    coverage_lower_bound, coverage_upper_bound : float
         Certified marginal coverage ``M_k`` (Theorem 3.2 / Appendix A.1), at least
-        ``1 - alpha`` when feasible (1 when infeasible: the trivial release).
-    coverage_upper_bound : float
-        The exact coverage for continuous scores (add the largest atom of the score
-        distribution otherwise).
+        ``1 - alpha`` when feasible (1 when infeasible: the trivial release), and its
+        upper bound for continuous scores (add the largest atom otherwise).
     """
 
     protocol: ClassVar[str] = FEDCP_QQ
@@ -112,7 +108,7 @@ class FedCPQQPlan:
 
 @dataclass(frozen=True)
 class FedCP2QQPlan:
-    """What every agent and the server must know before a FedCP2-QQ round.
+    """What every agent and the server must know before a FedCP2-QQ round (public only).
 
     Attributes
     ----------
@@ -124,21 +120,17 @@ class FedCP2QQPlan:
         Exponential-mechanism scaling of the agents (and the matching correction).
     n_bins_request, gamma_request : int or "auto", float or "auto"
         The requested number of bins and ``gamma`` (public inputs of the plan).
-    n_bins : int
-        Number ``B`` of uniform bins on [0, 1] the agents release an edge of (0 when
-        infeasible with "auto").
-    gamma : float
-        Share of ``alpha`` given to the privacy noise (0.0 when infeasible with "auto").
+    n_bins, gamma : int, float
+        Number ``B`` of uniform bins on [0, 1] the agents release an edge of, and share
+        of ``alpha`` given to the privacy noise (0 when infeasible with "auto").
     table_level : float
         ``(1 - alpha) / (1 - gamma alpha)`` (rounded to the nearest float).
     table_ranks : tuple of int
         Ranks ``l_j`` the coverage table is certified at; ``n'_j + 1`` (``+inf``) for
         agents that send the top of the range.
-    rank_corrections : tuple of int
-        ``c_j`` (0 for agents that send the top).
-    local_levels : tuple of float
-        Level ``q_j`` of each agent's exponential mechanism (0.0 for agents that send the
-        top).
+    rank_corrections, local_levels : tuple of int, tuple of float
+        Correction ``c_j`` and level ``q_j`` of each agent's exponential mechanism (0
+        for agents that send the top).
     releases : tuple of bool
         Whether agent ``j`` reads its data (False: it sends the top edge, 1.0).
     table_coverage : float

@@ -139,14 +139,14 @@ def agent_values(
         found = dict(zip(reading, statistics.batch_kth_smallest(samples, ranks), strict=True))
         return [found.get(j, 1.0) for j in agents]
     whole = [j for j in reading if plan.sample_sizes[j] >= parts[j].n_samples]
-    counts = statistics.batch_bin_counts([parts[j] for j in whole], plan.n_bins)
-    edges = dict(zip(whole, counts, strict=True))
+    batch = statistics.batch_bin_counts([parts[j] for j in whole], plan.n_bins)
+    counts = dict(zip(whole, batch, strict=True))
     values = []
     for j in agents:
         if plan.sends_top(j):
             values.append(1.0)
-        elif j in edges:
-            values.append(_edge(edges[j], plan, j, noise) / plan.n_bins)
+        elif j in counts:
+            values.append(_edge(counts[j], plan, j, noise) / plan.n_bins)
         else:
             values.append(_release(parts[j], plan, j, noise).value)
     return values

@@ -46,7 +46,7 @@ class _FederatedMechanism(QuantileMechanism):
     _plan_parameters: tuple[str, ...] = ()
 
     _parameter_constraints: dict = {
-        "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")]
+        "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")],
     }
 
     def _planned_sizes(self, params: dict, n_samples: int, agent_sizes) -> tuple[int, ...]:

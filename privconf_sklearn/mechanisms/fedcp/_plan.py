@@ -79,8 +79,9 @@ class FedCPQQPlan:
         ``k``: the server keeps the ``k``-th smallest message (0 when infeasible).
     coverage_lower_bound, coverage_upper_bound : float
         Certified marginal coverage ``M_k`` (Theorem 3.2 / Appendix A.1), at least
-        ``1 - alpha`` when feasible (1 when infeasible: the trivial release), and its
-        upper bound for continuous scores (add the largest atom otherwise).
+        ``1 - alpha`` when feasible (1 when infeasible: the trivial release), and the
+        upper bound: the exact coverage for continuous scores (add the largest atom of
+        the score distribution otherwise).
     """
 
     protocol: ClassVar[str] = FEDCP_QQ

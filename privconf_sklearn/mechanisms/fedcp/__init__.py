@@ -1,21 +1,12 @@
 """One-shot federated calibration: FedCP-QQ and FedCP2-QQ (Humbert et al. 2023).
 
 Humbert, Le Bars, Bellet and Arlot, "One-Shot Federated Conformal Prediction" (ICML
-2023). The mechanisms :class:`FedCPQQ` and :class:`FedCP2QQ` run, in one process, the
-three parts that :mod:`privconf_sklearn.federated` sends over JSON to agents on other
-machines:
-
-- the server's plan, from public quantities only: :func:`make_plan` (ranks, bins,
-  ``gamma`` and the coverage certificate) and the plan types; the agents' scalings and
-  the rank corrections they need (:data:`AGENT_SCALINGS`, one :class:`AgentScaling`
-  each);
-- each agent's release from its own scores: :func:`agent_release` (and
-  :func:`agent_log_probabilities`, its exact distribution, for audits);
-- the server's aggregation: :func:`release_calibration`, with the privacy of the
-  result (:func:`plan_privacy`).
-
-The coverage table, the rank searches, the agents' rank corrections and the quadrature
-behind the certificate are private modules of this package.
+2023). :class:`FedCPQQ` and :class:`FedCP2QQ` run in one process the three parts that
+:mod:`privconf_sklearn.federated` sends over JSON to agents on other machines: the
+server's plan from public quantities (:func:`make_plan`, the plan types, the agents'
+:data:`AGENT_SCALINGS`), each agent's release (:func:`agent_release`,
+:func:`agent_log_probabilities`) and the server's aggregation
+(:func:`release_calibration`, :func:`plan_privacy`).
 """
 
 from ._agent import AgentRelease, agent_log_probabilities, agent_release

@@ -1,22 +1,10 @@
 """How far above its target rank a FedCP2-QQ agent aims: one strategy per scaling.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 4.1: the coverage proof needs
-every releasing agent's private message to reach the ``l``-th smallest of its
-(discretised) scores with probability at least ``1 - delta``,
-``delta = 1 - (1 - gamma alpha)^(1/m)``, so the agent aims ``c`` ranks higher, at level
-``q``. Each scaling of the agents' exponential mechanism
-(:func:`~privconf_sklearn.mechanisms.expon_q.quantile_log_probabilities`) is one
-:class:`AgentScaling`: its correction ``c``, its level ``q``, the largest target rank it
-can serve within ``n`` scores, and the slopes of its exponent (for the plan's idealised
-top-of-range probability). The proofs are in the user guide's FedCP2-QQ page.
-
-- :class:`TightScaling` (default): exponent ``-epsilon max((1 - q) b_e, q a_e)``; ``c``
-  is the smallest integer with ``epsilon q (c + 1) >= log((B - 1) / delta)``,
-  ``q = (l + c) / n`` (about half the paper's correction near ``q = 1``).
-- :class:`PaperScaling`: their Algorithm 2 and Eq. (10),
-  ``c = ceil(2 / epsilon log(B / delta))``, ``q = max((l + c) / n, 1/2) < 1``.
-
-A new scaling is one more subclass registered in :data:`SCALINGS`.
+Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 4.1: each releasing agent's
+message must reach the ``l``-th smallest of its discretised scores with probability at
+least ``1 - delta``, so it aims ``c`` ranks higher, at level ``q``. Each scaling of the
+exponential mechanism is one :class:`AgentScaling`; proofs in the user guide's
+FedCP2-QQ page.
 """
 
 from __future__ import annotations
@@ -24,14 +12,6 @@ from __future__ import annotations
 import math
 import sys
 from abc import ABC, abstractmethod
-
-__all__ = [
-    "SCALINGS",
-    "AgentScaling",
-    "PaperScaling",
-    "TightScaling",
-    "agent_failure_probability",
-]
 
 #: Relative safety margin on the floating-point comparisons of the proofs' conditions.
 _MARGIN = 1e-12
@@ -41,19 +21,20 @@ _UNREACHABLE_CORRECTION = 2.0**53
 
 
 def agent_failure_probability(gamma: float, alpha: float, n_agents: int) -> float:
-    """``delta = 1 - (1 - gamma alpha)^(1/m)``, rounded down (never above the exact value).
+    """``delta = 1 - (1 - gamma alpha)^(1/m)`` (Theorem 4.1), lowered by a relative 1e-12.
 
-    Computed as ``-expm1(log1p(-gamma alpha) / m)`` and lowered by a relative 1e-12, so
-    that ``(1 - delta)^m >= 1 - gamma alpha`` holds despite rounding while every
-    intermediate is a normal float; below the smallest normal float (a vanishing
-    ``gamma alpha``) the result is 0.0: no agent can release (callers check).
+    So ``(1 - delta)^m >= 1 - gamma alpha`` despite rounding; 0.0 (no agent can release)
+    below the smallest normal float.
     """
     delta = -math.expm1(math.log1p(-gamma * alpha) / n_agents)
     return delta * (1.0 - _MARGIN) if delta >= sys.float_info.min else 0.0
 
 
 class AgentScaling(ABC):
-    """The exponential-mechanism scaling of FedCP2-QQ agents and its rank correction."""
+    """The exponential-mechanism scaling of FedCP2-QQ agents and its rank correction.
+
+    A new scaling is one more subclass registered in :data:`AGENT_SCALINGS`.
+    """
 
     #: The ``scaling`` value that selects this strategy.
     name: str
@@ -89,7 +70,11 @@ class AgentScaling(ABC):
 
 
 class TightScaling(AgentScaling):
-    """Exponent ``-epsilon max((1 - q) b_e, q a_e)``; ``P(fail) <= (B - 1) e^{-eps q (c + 1)}``."""
+    """Exponent ``-epsilon max((1 - q) b_e, q a_e)``; ``P(fail) <= (B - 1) e^{-eps q (c + 1)}``.
+
+    ``c`` is the smallest with ``epsilon q (c + 1) >= log((B - 1) / delta)``, ``q = (l + c) / n``
+    (``q = 1`` allowed: the exponent ``epsilon a_e`` is epsilon-DP).
+    """
 
     name = "tight"
     levels = "(0, 1]"
@@ -100,11 +85,7 @@ class TightScaling(AgentScaling):
         return epsilon * q * (correction + 1) >= log_term * (1.0 + _MARGIN)
 
     def correction(self, rank, n_samples, epsilon, n_bins, delta):
-        """The smallest ``c`` with ``epsilon q (c + 1) >= log((B - 1) / delta)``.
-
-        The condition is monotone in ``c``; the start is the root of the quadratic
-        ``(l + c)(c + 1) = n log((B - 1)/delta) / epsilon``, adjusted by single steps.
-        """
+        # Monotone in c: start at the root of (l + c)(c + 1) = n log((B - 1)/delta) / epsilon.
         log_term = math.log((n_bins - 1) / delta)
         room = n_samples - rank
         if room < 0 or not self._reaches(rank, room, n_samples, epsilon, log_term):
@@ -119,11 +100,10 @@ class TightScaling(AgentScaling):
         return c
 
     def level(self, rank, correction, n_samples):
-        """``q = (l + c) / n`` (``q = 1`` allowed: the exponent ``epsilon a_e`` is epsilon-DP)."""
         return (rank + correction) / n_samples
 
     def largest_rank(self, n_samples, epsilon, n_bins, delta):
-        """Largest ``l`` with ``epsilon (n - l + 1) >= log((B - 1)/delta)`` (``c = n - l``)."""
+        # The largest l with epsilon (n - l + 1) >= log((B - 1)/delta), i.e. c = n - l.
         log_term = math.log((n_bins - 1) / delta)
         estimate = n_samples + 1 - log_term * (1.0 + _MARGIN) / epsilon  # -inf: none
         rank = math.floor(min(max(estimate, 0.0), n_samples))
@@ -136,45 +116,43 @@ class TightScaling(AgentScaling):
         return rank
 
     def slopes(self, q, epsilon):
-        """``(epsilon (1 - q), epsilon q)``."""
         return epsilon * (1.0 - q), epsilon * q
 
     def valid_level(self, q):
-        """``0 < q <= 1``."""
         return 0.0 < q <= 1.0
 
 
 class PaperScaling(AgentScaling):
-    """Humbert et al. (2023), Algorithm 2 (``exp(-epsilon w / (2 Delta_q))``) and Eq. (10)."""
+    """Humbert et al. (2023), Algorithm 2 (``exp(-epsilon w / (2 Delta_q))``) and Eq. (10).
+
+    ``c = ceil(2 / epsilon log(B / delta))`` if ``l + c <= n - 1``, at level
+    ``q = max((l + c) / n, 1/2) < 1`` (the sensitivity needs ``q < 1``).
+    """
 
     name = "paper"
     levels = "[0.5, 1)"
 
     def correction(self, rank, n_samples, epsilon, n_bins, delta):
-        """``ceil(2/epsilon log(B / delta))``, if ``l + c <= n - 1`` (the level stays below 1)."""
         correction = 2.0 / epsilon * math.log(n_bins / delta)
         if correction >= _UNREACHABLE_CORRECTION or rank + math.ceil(correction) > n_samples - 1:
             return None
         return math.ceil(correction)
 
     def level(self, rank, correction, n_samples):
-        """``q = max((l + c) / n, 1/2)``."""
         return max((rank + correction) / n_samples, 0.5)
 
     def largest_rank(self, n_samples, epsilon, n_bins, delta):
-        """``n - 1 - c`` (0 if negative or no correction exists)."""
         correction = 2.0 / epsilon * math.log(n_bins / delta)
         if correction >= _UNREACHABLE_CORRECTION:
             return 0
         return max(n_samples - 1 - math.ceil(correction), 0)
 
     def slopes(self, q, epsilon):
-        """``epsilon / (2 Delta_q q)`` and ``epsilon / (2 Delta_q (1 - q))``."""
+        # epsilon / (2 Delta_q q) and epsilon / (2 Delta_q (1 - q)).
         sensitivity = max(1.0 / q, 1.0 / (1.0 - q))
         return epsilon / (2 * sensitivity * q), epsilon / (2 * sensitivity * (1 - q))
 
     def valid_level(self, q):
-        """``1/2 <= q < 1`` (its sensitivity needs ``q < 1``)."""
         return 0.5 <= q < 1.0
 
 

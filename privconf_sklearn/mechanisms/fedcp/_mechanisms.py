@@ -1,18 +1,8 @@
-"""Federated calibration with the quantile of quantiles: FedCP-QQ and FedCP2-QQ.
+"""The federated mechanisms FedCP-QQ and FedCP2-QQ (Humbert et al., ICML 2023).
 
-Humbert, Le Bars, Bellet and Arlot, "One-Shot Federated Conformal Prediction" (ICML
-2023). Calibration scores live with ``m`` agents (the ``groups`` passed to
-``fit_calibrate``); each agent sends one message computed from its own scores and the
-server keeps the ``k``-th smallest message. These mechanisms run, with all agents in
-one process, the plan, agent and server functions of :mod:`privconf_sklearn.mechanisms.fedcp`
-that :mod:`privconf_sklearn.federated` sends over JSON to agents on other machines.
-
-Agent sizes are public (as ``n`` is for every mechanism); the coverage certificate,
-computed before any data is read, therefore needs them: pass ``agent_sizes=`` to
-:meth:`FedCPQQ.coverage_certificate`, or set ``n_agents`` on the mechanism to certify
-``n_samples`` scores spread evenly over ``n_agents`` agents. An agent with more than
-10^4 scores uses a uniformly random subset of 10^4 (``details["sample_sizes"]``), so
-that planning cost does not grow with the agents' sizes.
+They run, with every agent in one process, the plan, agent and server functions that
+:mod:`privconf_sklearn.federated` sends over JSON; agent sizes are public, so the
+coverage certificate takes ``agent_sizes=`` or the mechanism's ``n_agents``.
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..._param_validation import Interval, StrOptions, check_alpha, validate_params
+from ..._param_validation import Interval, check_alpha, validate_params
 from ..._random import NoiseSource
 from ...privacy import PrivacyGuarantee
 from .._base import (
@@ -34,10 +24,9 @@ from .._base import (
 )
 from .._statistics import ScoreStatistics
 from ._agent import agent_log_probabilities, agent_values
-from ._correction import SCALINGS
 from ._plan import (
     MAX_AGENTS,
-    MAX_BINS,
+    PLAN_CONSTRAINTS,
     FedCP2QQPlan,
     FederatedPlan,
     check_agent_sizes,
@@ -47,13 +36,14 @@ from ._plan import (
 )
 from ._server import federated_privacy, release_calibration
 
-__all__ = ["FedCP2QQ", "FedCPQQ"]
-
 
 class _FederatedMechanism(QuantileMechanism):
     """Shared logic: groups -> agents -> plan -> releases -> the server's threshold."""
 
     requires_groups = True
+
+    #: The mechanism's parameters that are :func:`make_plan` arguments.
+    _plan_parameters: tuple[str, ...] = ()
 
     _parameter_constraints: dict = {
         "n_agents": [None, Interval(Integral, 2, MAX_AGENTS, closed="both")],
@@ -129,12 +119,10 @@ class _FederatedMechanism(QuantileMechanism):
 
         As :meth:`QuantileMechanism.forecast
         <privconf_sklearn.mechanisms.QuantileMechanism.forecast>`, for public agent
-        sizes: every agent's scores are spread evenly over the bottom ``spread`` of the
-        range (``s = spread (i - 1/2) / n_j``). The server's release is forecast by a
-        seeded Monte Carlo of the whole protocol; each agent's chance of sending
-        something other than the top of the range is exact
-        (``agent_informative_probabilities``; FedCP-QQ agents send an exact order
-        statistic, so theirs is 0 or 1). No data are read, no privacy is spent.
+        sizes (agent ``j``'s scores ``s = spread (i - 1/2) / n_j``): the server's release
+        by a seeded Monte Carlo of the protocol, each agent's chance of sending something
+        other than the top exactly (``agent_informative_probabilities``; 0 or 1 for
+        FedCP-QQ). No data are read, no privacy is spent.
 
         Parameters
         ----------
@@ -153,19 +141,12 @@ class _FederatedMechanism(QuantileMechanism):
         Forecast
         """
         n_samples, alpha, spread = self._check_forecast_input(n_samples, alpha, spread, 2)
-        params = self._validated_params()
-        sizes = self._planned_sizes(params, n_samples, agent_sizes)
-        return self._federated_forecast(params, sizes, alpha, spread)
+        return self._forecast(self._validated_params(), n_samples, alpha, spread, agent_sizes)
 
-    def _forecast(self, params: dict, n_samples: int, alpha: float, spread: float) -> Forecast:
-        return self._federated_forecast(
-            params, self._planned_sizes(params, n_samples, None), alpha, spread
-        )
-
-    def _federated_forecast(
-        self, params: dict, sizes: tuple[int, ...], alpha: float, spread: float
+    def _forecast(
+        self, params: dict, n_samples: int, alpha: float, spread: float, agent_sizes=None
     ) -> Forecast:
-        """:meth:`forecast` from validated parameters and agent sizes."""
+        sizes = self._planned_sizes(params, n_samples, agent_sizes)
         plan = self._plan(params, sizes, alpha)
         certificate = self._coverage_certificate(params, sum(sizes), alpha, sizes)
         parts = [spread * (np.arange(size) + 0.5) / size for size in sizes]
@@ -186,10 +167,8 @@ class _FederatedMechanism(QuantileMechanism):
     def min_informative_samples(self, alpha: float, *, n_agents=None) -> int:
         """Smallest per-agent calibration size with a feasible plan, from public quantities.
 
-        For ``n_agents`` agents of equal size ``n`` (the mechanism's ``n_agents`` if not
-        given), the smallest ``n`` for which :meth:`coverage_certificate` of
-        ``n_agents * n`` scores is feasible; feasibility does not decrease with ``n``, so
-        it is found by doubling and bisection.
+        The smallest ``n`` for which :meth:`coverage_certificate` of ``n_agents`` agents
+        of ``n`` scores is feasible (found by doubling and bisection).
 
         Parameters
         ----------
@@ -221,7 +200,10 @@ class _FederatedMechanism(QuantileMechanism):
 
     def _plan_arguments(self, params: dict) -> dict:
         """Keyword arguments of ``make_plan`` besides the sizes and ``alpha``."""
-        return {}
+        return {name: params[name] for name in self._plan_parameters}
+
+    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
+        return federated_privacy(params.get("epsilon"))
 
     def plan(self, agent_sizes, alpha: float) -> FederatedPlan:
         """The server's plan for these public agent sizes (no data read).
@@ -243,7 +225,6 @@ class _FederatedMechanism(QuantileMechanism):
         return self._plan(params, check_agent_sizes(agent_sizes, self._method("plan")), alpha)
 
     def _plan(self, params: dict, sizes: tuple[int, ...], alpha: float) -> FederatedPlan:
-        """``make_plan`` on validated parameters and agent sizes."""
         return validated_plan(sizes, alpha, **self._plan_arguments(params))
 
     def _calibrate_from_statistics(
@@ -256,26 +237,18 @@ class _FederatedMechanism(QuantileMechanism):
         owner = f"{type(self).__name__} (the agents of groups)"
         sizes = check_agent_sizes([part.n_samples for part in parts], owner)
         plan = self._plan(params, sizes, alpha)
-        if not plan.feasible:
-            return release_calibration(plan, [])
-        return release_calibration(plan, agent_values(statistics, parts, plan, noise))
+        values = agent_values(statistics, parts, plan, noise) if plan.feasible else []
+        return release_calibration(plan, values)
 
 
 class FedCPQQ(_FederatedMechanism):
-    """One-shot federated conformal calibration with the quantile of quantiles.
+    """One-shot federated conformal calibration with the quantile of quantiles (FedCP-QQ).
 
-    Humbert et al. (2023), Algorithm 1 (FedCP-QQ): each agent sends the ``l``-th
-    smallest of its scores, the server returns the ``k``-th smallest message. For equal
-    local sizes ``(l, k) = argmin {M(l, k) : M(l, k) >= 1 - alpha}`` (their Eq. (6)),
-    with the coverage table ``M`` of Theorem 3.2 computed exactly. For unequal sizes the
-    agents' ranks are searched too (from public sizes only; their Appendix A.1 fixes
-    them), and when that search is not better than the equal-size plan at the smallest
-    size, every agent uses a uniformly random subset of that size.
-
-    Guarantee: marginal coverage at least ``M >= 1 - alpha`` for i.i.d. scores (Theorem
-    3.2), exactly ``M`` for continuous scores (so at most ``M + p_max`` with atoms of
-    mass at most ``p_max``). No privacy: agents send exact order statistics.
-
+    Humbert et al. (2023), Algorithm 1: each agent (a group of ``groups``) sends the
+    ``l_j``-th smallest of its scores, the server returns the ``k``-th smallest message;
+    the ranks come from public sizes only (Eq. (6) for equal sizes; the user guide
+    describes the search for unequal ones). Marginal coverage at least ``M >= 1 - alpha``
+    for i.i.d. scores, exactly ``M`` for continuous ones (Theorem 3.2); no privacy.
     Use it with ``fit_calibrate(X, y, groups=agent_ids)``.
 
     Parameters
@@ -303,42 +276,19 @@ class FedCPQQ(_FederatedMechanism):
     def __init__(self, *, n_agents=None):
         self.n_agents = n_agents
 
-    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
-        """No privacy: agents send exact order statistics of their scores."""
-        return federated_privacy(None)
-
 
 class FedCP2QQ(_FederatedMechanism):
     """Federated calibration with epsilon-locally-private agents (FedCP2-QQ).
 
-    Humbert et al. (2023), Sec. 4 and Algorithm 3: the server finds the FedCP-QQ ranks
-    ``l_j`` and ``k`` for the level ``(1 - alpha) / (1 - gamma alpha)`` and raises each
-    agent's rank by a correction ``c_j``; agent ``j`` releases the exponential-mechanism
-    quantile of its scores on ``B`` uniform bins at level ``q_j`` and the server keeps
-    the ``k``-th smallest message.
-
-    - ``scaling="tight"`` (default): exponent ``-epsilon max((1 - q) b_e, q a_e)`` and
-      ``c_j`` the smallest integer with ``epsilon q_j (c_j + 1) >= log((B - 1)/delta)``,
-      ``q_j = (l_j + c_j) / n_j``, ``delta = 1 - (1 - gamma alpha)^(1/m)`` (proof in the
-      user guide): about half the paper's correction.
-    - ``scaling="paper"``: their Algorithm 2 (``exp(-epsilon w / (2 Delta_q))``) and
-      Eq. (10), ``c = ceil(2/epsilon log(B / delta))``, ``q_j = max((l_j + c)/n_j, 1/2)``.
-
-    ``gamma="auto"`` and ``n_bins="auto"`` choose ``gamma`` on a grid of 0.05 to 0.95 and
-    ``B`` on a log-spaced grid of 2 to 10^6, minimising the coverage of the non-private
-    estimator at the corrected ranks plus ``1 / (2B)`` (the grid's mean rounding), from
-    public quantities only (Sec. 4's choice of ``gamma``, extended to ``B``).
-
-    Guarantees (Theorem 4.1): each agent's message is epsilon-DP in that agent's scores
-    (replace-one and add/remove, sizes public), so the server's view is epsilon-DP
-    under add/remove adjacency and 2 epsilon-DP under replace-one (a replaced record may
-    move to another agent and change two messages), as
-    :meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under` states; marginal coverage
-    at least ``(1 - gamma alpha) M >= 1 - alpha``. An agent whose corrected rank would exceed its
-    size sends the top of the range without reading its data; if the server rank cannot
-    be served, the request is infeasible: the threshold is the top of the range (full
-    sets, widest intervals), no data is read, and a warning says why and from which
-    size per agent it would be feasible.
+    Humbert et al. (2023), Sec. 4 and Algorithm 3: the FedCP-QQ ranks for the level
+    ``(1 - alpha) / (1 - gamma alpha)``, each agent's raised by a correction ``c_j``;
+    agent ``j`` releases an exponential-mechanism quantile of its scores on ``B`` bins
+    and the server keeps the ``k``-th smallest message. Each message is epsilon-DP in its
+    agent's scores, so the server's view is epsilon-DP under add/remove and 2 epsilon-DP
+    under replace-one (a record may move between agents); marginal coverage is at least
+    ``(1 - gamma alpha) M >= 1 - alpha`` (Theorem 4.1). An infeasible request releases
+    the top of the range without reading data, and warns. The user guide derives the
+    corrections and the automatic choice of ``gamma`` and ``B``.
 
     Parameters
     ----------
@@ -349,11 +299,10 @@ class FedCP2QQ(_FederatedMechanism):
     gamma : float or "auto", default="auto"
         Share of ``alpha`` given to the privacy noise, in (0, 1).
     scaling : {"tight", "paper"}, default="tight"
-        The agents' exponential-mechanism scaling and the matching rank correction.
+        The agents' exponential-mechanism scaling and rank correction (``"paper"``:
+        Algorithm 2 and Eq. (10)).
     n_agents : int or None, default=None
-        Number of agents, used only to certify coverage before data is seen
-        (:meth:`coverage_certificate`, :meth:`min_informative_samples`) and checked
-        against ``groups``.
+        As for :class:`FedCPQQ`.
 
     Examples
     --------
@@ -370,12 +319,11 @@ class FedCP2QQ(_FederatedMechanism):
     (True, True)
     """
 
+    _plan_parameters = ("epsilon", "n_bins", "gamma", "scaling")
     _parameter_constraints: dict = {
         **_FederatedMechanism._parameter_constraints,
         "epsilon": [Interval(Real, 0.0, None, closed="neither")],
-        "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_BINS, closed="both")],
-        "gamma": [StrOptions({"auto"}), Interval(Real, 0.0, 1.0, closed="neither")],
-        "scaling": [StrOptions(set(SCALINGS))],
+        **{name: PLAN_CONSTRAINTS[name] for name in ("n_bins", "gamma", "scaling")},
     }
 
     def __init__(self, epsilon, *, n_bins="auto", gamma="auto", scaling="tight", n_agents=None):
@@ -385,24 +333,9 @@ class FedCP2QQ(_FederatedMechanism):
         self.scaling = scaling
         self.n_agents = n_agents
 
-    def _privacy_guarantee(self, params: dict) -> PrivacyGuarantee:
-        """Epsilon under add/remove adjacency (2 epsilon under replace-one).
-
-        Each agent's message is epsilon-local-DP in that agent's scores; a replaced
-        record may sit at another agent and change two messages.
-        """
-        return federated_privacy(params["epsilon"])
-
-    def _plan_arguments(self, params: dict) -> dict:
-        return {name: params[name] for name in ("epsilon", "n_bins", "gamma", "scaling")}
-
 
 def _agent_informative(plan: FederatedPlan, agent: int, spread: float) -> float:
-    """Probability that ``agent``'s message is below the top, its scores evenly spread.
-
-    A subset agent (more scores than the protocol uses) is taken with its used number
-    of scores spread evenly, the scenario's idealisation of its random subset.
-    """
+    """Probability that ``agent``'s message is below the top, its used scores evenly spread."""
     if not plan.feasible or plan.sends_top(agent):
         return 0.0
     if not isinstance(plan, FedCP2QQPlan):  # a FedCP-QQ agent sends an exact statistic

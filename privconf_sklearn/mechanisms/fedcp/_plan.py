@@ -1,19 +1,8 @@
 """The server's plan for one-shot federated calibration, from public quantities only.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023). Before any data is read the server
-fixes, from the agents' (public) sizes, ``alpha`` and, for the private protocol,
-``epsilon``, the bins and ``gamma``, what every agent sends and which message it keeps:
-
-- FedCP-QQ (their Algorithm 1): equal sizes use ``(l*, k*)`` of Eq. (6); unequal sizes
-  search every agent's rank as well (:mod:`._search`) and, when that is not better, let
-  every agent use a uniformly random subset of the smallest size (:func:`plan_fedcp_qq`).
-- FedCP2-QQ (their Algorithm 3): the same at level ``(1 - alpha) / (1 - gamma alpha)``,
-  each agent's rank raised by its correction (:mod:`._choice`, :mod:`._correction`).
-
-Agents with more than :data:`MAX_SAMPLE_SIZE` scores use a uniformly random subset of
-that size, and plans are made for the sizes so capped; the unequal-size rank search
-runs within a fixed work budget. Plans are frozen dataclasses of public quantities,
-cached on their inputs; the JSON transport lives in :mod:`privconf_sklearn.federated`.
+Humbert, Le Bars, Bellet and Arlot (ICML 2023): the ranks of FedCP-QQ (Algorithm 1,
+Eq. (6); searched per agent for unequal sizes) and the bins, ``gamma`` and corrected
+ranks of FedCP2-QQ (Algorithm 3), as cached frozen dataclasses of public quantities.
 """
 
 from __future__ import annotations
@@ -30,34 +19,7 @@ from ..._param_validation import Interval, InvalidParameterError, StrOptions, va
 from .._base import smallest_feasible_size
 from ._choice import private_choice
 from ._correction import SCALINGS
-from ._search import (
-    Table,
-    equal_table,
-    threshold_sizes,
-    thresholded_table,
-    unequal_table,
-)
-
-__all__ = [
-    "BIN_GRID",
-    "FEDCP2_QQ",
-    "FEDCP_QQ",
-    "GAMMA_GRID",
-    "MAX_AGENTS",
-    "MAX_AGENT_SIZE",
-    "MAX_BINS",
-    "MAX_SAMPLE_SIZE",
-    "FedCP2QQPlan",
-    "FedCPQQPlan",
-    "FederatedPlan",
-    "check_agent_sizes",
-    "even_sizes",
-    "make_plan",
-    "min_informative_size",
-    "plan_fedcp2_qq",
-    "plan_fedcp_qq",
-    "validated_plan",
-]
+from ._search import Table, equal_table, threshold_sizes, thresholded_table, unequal_table
 
 #: Protocol names.
 FEDCP_QQ = "FedCP-QQ"
@@ -78,10 +40,8 @@ MAX_AGENTS = 10_000
 MAX_AGENT_SIZE = 10**9
 
 #: Largest number of scores an agent uses: a larger agent uses a uniformly random subset
-#: of this size (its ``sample_sizes`` entry), and the plan is made, and its coverage
-#: certified exactly, for the sizes so capped. Planning cost grows with the sizes (a
-#: table for agents of 10^9 scores takes minutes); at this size the certified excess
-#: over the level is already of order 1e-5.
+#: of this size (its ``sample_sizes`` entry), and the plan is made and certified for the
+#: sizes so capped (planning cost grows with the sizes; the certified excess is ~1e-5).
 MAX_SAMPLE_SIZE = 10**4
 
 #: Largest number of bins (each agent allocates one count per bin).
@@ -94,19 +54,16 @@ def _describe(sizes: tuple[int, ...]) -> str:
     return f"m = {len(sizes)} agents, n_j in [{min(sizes)}, {max(sizes)}]"
 
 
-# ------------------------------------------------------------------ plan types
 @dataclass(frozen=True)
 class FedCPQQPlan:
-    """What every agent and the server must know before a FedCP-QQ round.
-
-    Everything here is computed from public quantities; no score has been read.
+    """What every agent and the server must know before a FedCP-QQ round (public only).
 
     Attributes
     ----------
     alpha : float
         Target miscoverage.
     agent_sizes : tuple of int
-        Calibration size ``n_j`` of each agent (public), in agent order ``0..m-1``.
+        Public calibration size ``n_j`` of each agent, in agent order ``0..m-1``.
     feasible : bool
         False when no ranks certify ``1 - alpha``; the threshold is then the top of the
         range and no agent reads its data.
@@ -114,19 +71,17 @@ class FedCPQQPlan:
         Why the plan is infeasible, or empty.
     sample_sizes : tuple of int
         ``n'_j <= min(n_j, MAX_SAMPLE_SIZE)``: agent ``j`` uses a uniformly random subset
-        of ``n'_j`` of its scores (all of them when ``n'_j = n_j``). Empty when
-        infeasible.
+        of ``n'_j`` of its scores (all of them when ``n'_j = n_j``); empty when infeasible.
     local_ranks : tuple of int
         ``l_j``: agent ``j`` sends the ``l_j``-th smallest score of its subset, or the
         top of the range (1.0) without reading its data when ``l_j > n'_j``.
     server_rank : int
         ``k``: the server keeps the ``k``-th smallest message (0 when infeasible).
-    coverage_lower_bound : float
+    coverage_lower_bound, coverage_upper_bound : float
         Certified marginal coverage ``M_k`` (Theorem 3.2 / Appendix A.1), at least
-        ``1 - alpha`` when feasible (1 when infeasible: the trivial release).
-    coverage_upper_bound : float
-        Certified upper bound: the exact coverage for continuous scores (add the largest
-        atom of the score distribution otherwise).
+        ``1 - alpha`` when feasible (1 when infeasible: the trivial release), and the
+        upper bound: the exact coverage for continuous scores (add the largest atom of
+        the score distribution otherwise).
     """
 
     protocol: ClassVar[str] = FEDCP_QQ
@@ -154,7 +109,7 @@ class FedCPQQPlan:
 
 @dataclass(frozen=True)
 class FedCP2QQPlan:
-    """What every agent and the server must know before a FedCP2-QQ round.
+    """What every agent and the server must know before a FedCP2-QQ round (public only).
 
     Attributes
     ----------
@@ -166,21 +121,17 @@ class FedCP2QQPlan:
         Exponential-mechanism scaling of the agents (and the matching correction).
     n_bins_request, gamma_request : int or "auto", float or "auto"
         The requested number of bins and ``gamma`` (public inputs of the plan).
-    n_bins : int
-        Number ``B`` of uniform bins on [0, 1] the agents release an edge of (0 when
-        infeasible with "auto").
-    gamma : float
-        Share of ``alpha`` given to the privacy noise (0.0 when infeasible with "auto").
+    n_bins, gamma : int, float
+        Number ``B`` of uniform bins on [0, 1] the agents release an edge of, and share
+        of ``alpha`` given to the privacy noise (0 when infeasible with "auto").
     table_level : float
         ``(1 - alpha) / (1 - gamma alpha)`` (rounded to the nearest float).
     table_ranks : tuple of int
-        Ranks ``l_j`` of the non-private estimator the coverage table is certified at;
-        ``n'_j + 1`` (``+inf``) for agents that send the top of the range.
-    rank_corrections : tuple of int
-        ``c_j`` (0 for agents that send the top).
-    local_levels : tuple of float
-        Level ``q_j`` of each agent's exponential mechanism (0.0 for agents that send the
-        top).
+        Ranks ``l_j`` the coverage table is certified at; ``n'_j + 1`` (``+inf``) for
+        agents that send the top of the range.
+    rank_corrections, local_levels : tuple of int, tuple of float
+        Correction ``c_j`` and level ``q_j`` of each agent's exponential mechanism (0
+        for agents that send the top).
     releases : tuple of bool
         Whether agent ``j`` reads its data (False: it sends the top edge, 1.0).
     table_coverage : float
@@ -227,23 +178,24 @@ class FedCP2QQPlan:
 FederatedPlan = FedCPQQPlan | FedCP2QQPlan
 
 
-# ----------------------------------------------------------------- FedCP-QQ
 def _capped(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    """The sizes plans are made for: at most :data:`MAX_SAMPLE_SIZE` (larger agents subsample)."""
     return tuple(min(n, MAX_SAMPLE_SIZE) for n in sizes)
 
 
-def _unequal_table(sizes: tuple[int, ...], level: Fraction) -> Table | None:
-    """Searched ranks, or the equal-size plan at the smallest size (subsampling).
+@lru_cache(maxsize=256)
+def _fedcp_qq_table(sizes: tuple[int, ...], alpha: float) -> Table | None:
+    """FedCP-QQ ranks for the capped sizes (Eq. (6); unequal: searched or thresholded).
 
-    The subsampled plan is taken when the search finds nothing with a smaller certified
-    coverage. When the search ran out of its work budget, the thresholded plans
-    (:func:`~._search.thresholded_table`) are candidates too.
+    Unequal sizes take the lowest certified of the searched ranks and the equal-size plan
+    at the smallest size (every thresholded plan when the search was cut).
     """
+    sizes = _capped(sizes)
+    level = 1 - Fraction(alpha)
+    if len(set(sizes)) == 1:
+        return equal_table(len(sizes), sizes[0], level)
     searched, complete = unequal_table(sizes, level)
     candidates = [] if searched is None else [searched]
-    sizes_tried = [min(sizes)] if complete else threshold_sizes(sizes)
-    for size in sizes_tried:
+    for size in [min(sizes)] if complete else threshold_sizes(sizes):
         table = equal_table(sum(n >= size for n in sizes), size, level)
         if table is not None:
             candidates.append(thresholded_table(sizes, size, table))
@@ -251,17 +203,7 @@ def _unequal_table(sizes: tuple[int, ...], level: Fraction) -> Table | None:
     return min(candidates, key=lambda table: table.coverage.key, default=None)
 
 
-@lru_cache(maxsize=256)
-def _fedcp_qq_table(sizes: tuple[int, ...], alpha: float) -> Table | None:
-    sizes = _capped(sizes)
-    level = 1 - Fraction(alpha)
-    if len(set(sizes)) == 1:
-        return equal_table(len(sizes), sizes[0], level)
-    return _unequal_table(sizes, level)
-
-
 def _needed(n_agents: int, needed: int) -> str:
-    """``"every agent needs at least N calibration scores for m agents"``."""
     if needed > MAX_SAMPLE_SIZE:
         return (
             f"every agent would need more than the {MAX_SAMPLE_SIZE} scores an agent uses "
@@ -294,7 +236,6 @@ def plan_fedcp_qq(sizes: tuple[int, ...], alpha: float) -> FedCPQQPlan:
     )
 
 
-# ---------------------------------------------------------------- FedCP2-QQ
 def _choice(sizes, alpha, epsilon, n_bins_request, gamma_request, scaling):
     """:func:`~._choice.private_choice` for the capped sizes and the requested grids."""
     gammas = GAMMA_GRID if gamma_request == "auto" else (float(gamma_request),)
@@ -302,28 +243,23 @@ def _choice(sizes, alpha, epsilon, n_bins_request, gamma_request, scaling):
     return private_choice(_capped(sizes), alpha, epsilon, gammas, bins, scaling)
 
 
-def _private_reason(sizes, alpha, epsilon, n_bins_request, gamma_request, scaling) -> str:
-    bins = "bins chosen automatically" if n_bins_request == "auto" else f"{n_bins_request} bins"
+def _private_reason(sizes, alpha, epsilon, n_bins, gamma, scaling) -> str:
+    """Why no FedCP2-QQ plan exists for this (validated) request."""
+    bins = "bins chosen automatically" if n_bins == "auto" else f"{n_bins} bins"
+    detail = (
+        "fewer agents can release within their data than the server rank needs, for every gamma"
+    )
+    hint = "larger local calibration sets are needed"
     if len(set(sizes)) == 1:
-        needed = min_informative_size(
-            len(sizes),
-            alpha,
-            epsilon=epsilon,
-            n_bins=n_bins_request,
-            gamma=gamma_request,
-            scaling=scaling,
-        )
         detail = (
             "the privacy correction added to the rank needed for coverage "
             "(1 - alpha)/(1 - gamma alpha) exceeds the agents' data for every gamma and "
             "number of bins tried"
         )
-        hint = _needed(len(sizes), needed)
-    else:
-        detail = (
-            "fewer agents can release within their data than the server rank needs, for every gamma"
+        needed = min_informative_size(
+            len(sizes), alpha, epsilon=epsilon, n_bins=n_bins, gamma=gamma, scaling=scaling
         )
-        hint = "larger local calibration sets are needed"
+        hint = _needed(len(sizes), needed)
     return (
         f"with {_describe(sizes)}, epsilon = {epsilon:g} and {bins}, {detail} "
         f"(alpha = {alpha:g}): {hint}, or a larger epsilon."
@@ -342,31 +278,12 @@ def plan_fedcp2_qq(
     """The FedCP2-QQ plan (validated inputs; see :func:`make_plan`)."""
     request = (sizes, alpha, epsilon, n_bins_request, gamma_request, scaling)
     choice = _choice(*request)
-    plan = partial(
-        FedCP2QQPlan,
-        alpha=alpha,
-        agent_sizes=sizes,
-        epsilon=epsilon,
-        scaling=scaling,
-        n_bins_request=n_bins_request,
-        gamma_request=gamma_request,
-    )
+    plan = partial(FedCP2QQPlan, alpha, sizes, epsilon, scaling, n_bins_request, gamma_request)
     if choice is None:
-        return plan(
-            feasible=False,
-            reason=_private_reason(*request),
-            n_bins=0 if n_bins_request == "auto" else int(n_bins_request),
-            gamma=0.0 if gamma_request == "auto" else float(gamma_request),
-            table_level=1.0,
-            sample_sizes=(),
-            table_ranks=(),
-            rank_corrections=(),
-            local_levels=(),
-            releases=(),
-            server_rank=0,
-            table_coverage=1.0,
-            coverage_lower_bound=1.0,
-        )
+        reason = _private_reason(*request)
+        n_bins = 0 if n_bins_request == "auto" else int(n_bins_request)
+        gamma = 0.0 if gamma_request == "auto" else float(gamma_request)
+        return plan(False, reason, n_bins, gamma, 1.0, (), (), (), (), (), 0, 1.0, 1.0)
     level = (1 - Fraction(alpha)) / (1 - Fraction(choice.gamma) * Fraction(alpha))
     return plan(
         feasible=True,
@@ -385,7 +302,6 @@ def plan_fedcp2_qq(
     )
 
 
-# ----------------------------------------------------------------- planning
 @lru_cache(maxsize=256)
 def min_informative_size(
     n_agents: int,
@@ -396,18 +312,11 @@ def min_informative_size(
     gamma: float | str = "auto",
     scaling: str = "tight",
 ) -> int:
-    """Smallest per-agent size ``n`` for which ``n_agents`` agents of ``n`` get a feasible plan.
+    """Smallest size ``n`` at which ``n_agents`` agents of ``n`` scores get a feasible plan.
 
-    Feasibility is non-decreasing in ``n`` (the user guide's FedCP2-QQ page proves it),
-    so the boundary is found by doubling and bisection
-    (:func:`~privconf_sklearn.mechanisms._base.smallest_feasible_size`); plans are made
-    for at most :data:`MAX_SAMPLE_SIZE` scores per agent, so a size infeasible there is
-    infeasible for every size.
-
-    Returns
-    -------
-    int
-        At most :data:`MAX_SAMPLE_SIZE`; ``MAX_AGENT_SIZE + 1`` if even that is infeasible.
+    Feasibility does not decrease with ``n`` (user guide, FedCP2-QQ page): doubling and
+    bisection find it. ``MAX_AGENT_SIZE + 1`` if :data:`MAX_SAMPLE_SIZE` (the cap of
+    every size) is infeasible.
     """
 
     def feasible(n: int) -> bool:
@@ -426,7 +335,6 @@ def even_sizes(n_samples: int, n_agents: int) -> tuple[int, ...]:
     return tuple(base + 1 if j < extra else base for j in range(n_agents))
 
 
-# ------------------------------------------------------------- public entry
 #: Constraints on :func:`make_plan`'s scalar arguments.
 PLAN_CONSTRAINTS = {
     "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
@@ -440,14 +348,9 @@ _SIZE = Interval(Integral, 1, MAX_AGENT_SIZE, closed="both")
 
 
 def check_agent_sizes(agent_sizes, owner: str = "make_plan") -> tuple[int, ...]:
-    """Validate public agent sizes: 2 to :data:`MAX_AGENTS` integers in ``[1, MAX_AGENT_SIZE]``.
+    """Validated agent sizes: 2 to :data:`MAX_AGENTS` integers in ``[1, MAX_AGENT_SIZE]``.
 
-    Raises
-    ------
-    InvalidParameterError
-        If ``agent_sizes`` is not a one-dimensional sequence of integers (bools and
-        floats are not), holds fewer than two or more than :data:`MAX_AGENTS` agents, or
-        a size out of range (a ``ValueError`` and a ``TypeError``, naming the entry).
+    Bools and floats are not sizes; an ``InvalidParameterError`` names the bad entry.
     """
     validate_params({"agent_sizes": [list, tuple, np.ndarray]}, {"agent_sizes": agent_sizes}, owner)
     if isinstance(agent_sizes, np.ndarray):

@@ -1,8 +1,7 @@
 """What the server computes after the single round: the quantile of the agents' releases.
 
 Humbert, Le Bars, Bellet and Arlot (ICML 2023), Algorithms 1 and 3: the threshold is the
-``k``-th smallest release. The server only post-processes the releases, so the
-threshold inherits their privacy.
+``k``-th smallest release, post-processing that inherits the releases' privacy.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from ...privacy import PrivacyGuarantee
 from .._base import Calibration, infeasible_calibration
 from ._plan import FedCP2QQPlan, FederatedPlan
 
-__all__ = ["federated_privacy", "plan_details", "plan_privacy", "release_calibration"]
-
 #: Name of the mechanism class behind each protocol, recorded in the Calibration.
 MECHANISM_NAMES = {"FedCP-QQ": "FedCPQQ", "FedCP2-QQ": "FedCP2QQ"}
 
@@ -24,18 +21,9 @@ MECHANISM_NAMES = {"FedCP-QQ": "FedCPQQ", "FedCP2-QQ": "FedCP2QQ"}
 def federated_privacy(epsilon: float | None) -> PrivacyGuarantee:
     """Privacy of the server's view of a FedCP-QQ (``epsilon=None``) or FedCP2-QQ round.
 
-    Each FedCP2-QQ agent's message is epsilon-DP in that agent's scores (replace-one and
-    add/remove within the agent, its size public). The server sees every message:
-
-    - add/remove: a record added or removed is at one agent, so one message changes
-      (parallel composition): epsilon;
-    - replace-one: the replaced record and its replacement may sit at two agents (a
-      record moving between agents), changing two messages: 2 epsilon.
-
-    The guarantee is therefore stated as epsilon under add/remove; its restatement under
-    replace-one (:meth:`~privconf_sklearn.privacy.PrivacyGuarantee.under`, group privacy
-    for two steps) is 2 epsilon, as for Mondrian calibration with public group sizes.
-    The threshold is post-processing of the messages.
+    Epsilon under add/remove (a record is at one agent: one message changes), 2 epsilon
+    under replace-one (a replaced record may move to another agent: two messages change);
+    the proof is in the user guide's FedCP2-QQ page.
     """
     if epsilon is None:
         return PrivacyGuarantee.no_privacy(
@@ -62,29 +50,15 @@ def plan_privacy(plan: FederatedPlan) -> PrivacyGuarantee:
 
 
 def plan_details(plan: FederatedPlan) -> dict[str, Any]:
-    """The plan's public quantities recorded in ``Calibration.details``."""
-    details: dict[str, Any] = {
-        "protocol": plan.protocol,
-        "n_agents": plan.n_agents,
-        "agent_sizes": list(plan.agent_sizes),
-        "sample_sizes": list(plan.sample_sizes),
-        "server_rank": plan.server_rank,
-    }
+    """The plan's public quantities recorded in ``Calibration.details`` (tuples as lists)."""
+    details: dict[str, Any] = {"protocol": plan.protocol, "n_agents": plan.n_agents}
+    own: tuple[str, ...] = ("local_ranks",)
     if isinstance(plan, FedCP2QQPlan):
-        details.update(
-            epsilon=plan.epsilon,
-            scaling=plan.scaling,
-            n_bins=plan.n_bins,
-            gamma=plan.gamma,
-            table_level=plan.table_level,
-            table_ranks=list(plan.table_ranks),
-            table_coverage=plan.table_coverage,
-            rank_corrections=list(plan.rank_corrections),
-            local_levels=list(plan.local_levels),
-            releases=list(plan.releases),
-        )
-    else:
-        details["local_ranks"] = list(plan.local_ranks)
+        own = ("epsilon", "scaling", "n_bins", "gamma", "table_level", "table_ranks")
+        own += ("table_coverage", "rank_corrections", "local_levels", "releases")
+    for name in ("agent_sizes", "sample_sizes", "server_rank", *own):
+        value = getattr(plan, name)
+        details[name] = list(value) if isinstance(value, tuple) else value
     return details
 
 

@@ -1,13 +1,9 @@
-"""The coverage table of the quantile-of-quantiles estimator: certified and fast values.
+"""The coverage table ``M_k`` of the quantile-of-quantiles estimator: certified and fast values.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 3.2 and Appendix A.1: agents
-sending their ``l_j``-th smallest of ``n_j`` scores (``+inf`` when ``l_j > n_j``) and a
-server keeping the ``k``-th smallest message cover with probability at least
-``M_k = integral_0^1 P(sum_j Bernoulli(G_j(t)) < k) dt``, ``G_j(t) = P(Bin(n_j, t) >= l_j)``,
-a polynomial of degree ``D = sum_j n_j``. It is evaluated in exact rationals (small ``D``),
-by exact Gauss-Legendre quadrature (certified), or by fast rules (for searching); the user
-guide's FedCP-QQ page explains how. Unequal-size evaluations count their work on a
-:class:`WorkBudget`.
+Humbert, Le Bars, Bellet and Arlot (ICML 2023), Theorem 3.2 and Appendix A.1:
+``M_k = integral_0^1 P(sum_j Bernoulli(G_j(t)) < k) dt`` with ``G_j(t) = P(Bin(n_j, t) >= l_j)``,
+in exact rationals, by exact Gauss-Legendre quadrature (certified) or by fast rules (for
+searching), as the user guide's FedCP-QQ page explains.
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 from itertools import accumulate
 from operator import mul
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import betainc, betaincinv, gammaln, roots_legendre, xlogy
@@ -29,13 +26,11 @@ from ._quadrature import node_blocks, node_ranges, nodes
 TAIL = 1e-18
 #: Largest degree ``D = sum_j n_j`` evaluated in exact rational arithmetic.
 EXACT_MAX_DEGREE = 400
-#: Subtracted from (added to) a quadrature value to certify a lower (upper) bound: covers
-#: the rounding of the special functions (observed below 1e-13) and the ignored tails.
+#: Certifies a quadrature value (its rounding is below 1e-13, the ignored tails 2e-18).
 ROUNDING_ALLOWANCE = 1e-12
 #: Certified coverages closer than this are ties (exact rational values only if equal).
 TIE_TOLERANCE = 1e-12
-#: A fast value this close to the level, or to the best candidate, is re-decided on
-#: certified values (the fast values are accurate to about 1e-14).
+#: Fast values (accurate to about 1e-14) this close to a decision are re-decided certified.
 DECISION_MARGIN = 1e-9
 #: Nodes of the fast rule on an equal-size window, and on a panel of :class:`FastColumns`.
 APPROXIMATE_NODES, PANEL_NODES = 48, 24
@@ -45,8 +40,7 @@ _PANEL_X, _PANEL_W = roots_legendre(PANEL_NODES)
 _BERNOULLI_STEPS = 8
 #: Nodes evaluated at once (bounds the memory of an integrand with many columns).
 _BLOCK = 4096
-#: Cells charged per Poisson-binomial step besides its own (a numpy call, about 8 us),
-#: and per node of a new ``G_j`` (two incomplete beta functions, about 280 ns).
+#: Cells charged per Poisson-binomial step (about 8 us) and per node of a new ``G_j`` (280 ns).
 CALL_CELLS, G_CELLS = 4000, 140
 
 
@@ -55,11 +49,7 @@ class OverBudget(Exception):
 
 
 class WorkBudget:
-    """A bound on the work of unequal-size evaluations, the same on every machine.
-
-    Work is counted in cells: one node times one updated entry of the Poisson-binomial
-    distribution (about 2 ns).
-    """
+    """Work left for unequal-size evaluations, in cells (a node times a distribution entry)."""
 
     def __init__(self, cells: float):
         self.left = float(cells)
@@ -87,11 +77,6 @@ def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
-def _pack(coefficients: list[int], slot: int) -> int:
-    """``sum_r c_r 2^(slot r)``: a polynomial as one integer (Kronecker substitution)."""
-    return int.from_bytes(b"".join(c.to_bytes(slot // 8, "little") for c in coefficients), "little")
-
-
 @lru_cache(maxsize=64)
 def exact_coverage_column(
     agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]
@@ -107,8 +92,9 @@ def exact_coverage_column(
     )
     distribution = [1]  # distribution[s]: P(S = s) as a packed polynomial
     for (size, rank), count in sorted(groups.items()):
-        up = _pack([math.comb(size, i) if i >= rank else 0 for i in range(size + 1)], slot)
-        low = _pack([math.comb(size, i) if i < rank else 0 for i in range(size + 1)], slot)
+        # G and 1 - G as integers sum_i C(n, i) 2^(slot i) (Kronecker substitution).
+        up = sum(math.comb(size, i) << (slot * i) for i in range(rank, size + 1))
+        low = sum(math.comb(size, i) << (slot * i) for i in range(rank))
         up_powers = list(accumulate([up] * count, mul, initial=1))
         low_powers = list(accumulate([low] * count, mul, initial=1))
         group = [
@@ -148,10 +134,11 @@ def _equal_window(local_rank, server_rank, m: int, n: int):
     l_arr, k_arr = np.broadcast_arrays(np.asarray(local_rank), np.asarray(server_rank))
     shape = l_arr.shape
     l_arr, k_arr = l_arr.ravel().astype(np.int64), k_arr.ravel().astype(np.int64)
-    if l_arr.size and (l_arr.min() < 1 or l_arr.max() > n):
-        raise ValueError(f"local ranks must lie in 1..{n}; got {np.unique(l_arr).tolist()[:10]}.")
-    if k_arr.size and (k_arr.min() < 1 or k_arr.max() > m):
-        raise ValueError(f"server ranks must lie in 1..{m}; got {np.unique(k_arr).tolist()[:10]}.")
+    for name, ranks, top in (("local", l_arr, n), ("server", k_arr, m)):
+        if ranks.size and (ranks.min() < 1 or ranks.max() > top):
+            raise ValueError(
+                f"{name} ranks must lie in 1..{top}; got {np.unique(ranks).tolist()[:10]}."
+            )
     g_low, one_minus_g_high = (side[k_arr - 1] for side in _server_window(m))
     # G_l(t) = I_t(l, n - l + 1) and 1 - G_l(t) = I_{1-t}(n - l + 1, l), both increasing.
     t_low = betaincinv(l_arr, n - l_arr + 1, g_low)
@@ -248,9 +235,8 @@ def _finite_groups(agent_sizes, local_ranks) -> dict[tuple[int, int], int]:
     return groups
 
 
-@dataclass(frozen=True)
-class _Quadrature:
-    """The exact quadrature of an unequal-size column: groups, degree, window, reference."""
+class _Quadrature(NamedTuple):
+    """The exact quadrature of an unequal-size column."""
 
     groups: tuple[tuple[int, int, int], ...]  # (n_j, l_j, count), largest count first
     n_finite: int
@@ -258,13 +244,7 @@ class _Quadrature:
     reference_rank: int
     low: float
     high: float
-
-    def cells(self) -> float:
-        """Work of the integration (see :class:`WorkBudget`)."""
-        starts, stops = node_ranges(self.degree // 2 + 1, self.low, self.high)
-        counts = [count for _, _, count in self.groups]
-        per_node = _cells(counts, self.n_finite + 1) + G_CELLS * len(counts)
-        return float(stops[0] - starts[0]) * per_node
+    cells: float  # the work of the integration (see WorkBudget)
 
 
 @lru_cache(maxsize=256)
@@ -282,7 +262,11 @@ def _quadrature(agent_sizes: tuple[int, ...], local_ranks: tuple[int, ...]) -> _
     r = min(max(round(degree * (0.5 * (t_low + t_high))), 1), degree)
     low = min(t_low, float(betaincinv(r, degree - r + 1, TAIL)))
     high = max(t_high, 1.0 - float(betaincinv(degree - r + 1, r, TAIL)))
-    return _Quadrature(groups, n_finite, degree, r, low, high)
+    starts, stops = node_ranges(degree // 2 + 1, low, high)
+    per_node = _cells(counts.tolist(), n_finite + 1) + G_CELLS * len(counts)
+    return _Quadrature(
+        groups, n_finite, degree, r, low, high, float(stops[0] - starts[0]) * per_node
+    )
 
 
 @lru_cache(maxsize=256)
@@ -347,22 +331,20 @@ class FastColumns:
             )
         return self._windows[(size, rank)]
 
-    def _missing(self, key: tuple[float, int, int], first: int, last: int) -> int:
-        """Panels :meth:`_g` would evaluate to cover ``first..last`` (its run stays contiguous)."""
-        start, values, _ = self._values.get(key, (first, np.empty(0), None))
-        stop = start + values.size // PANEL_NODES
-        return (
-            (last - first + 1) if stop == start else max(start - first, 0) + max(last + 1 - stop, 0)
-        )
-
-    def _g(self, key: tuple[float, int, int], first: int, last: int):
-        """``G`` and ``1 - G`` on panels ``first..last`` (each key keeps one contiguous run)."""
-        width, size, rank = key
+    def _missing(self, key: tuple[float, int, int], first: int, last: int):
+        """The run of panels ``key`` keeps, and the ranges it lacks to cover ``first..last``."""
         start, g, one_minus_g = self._values.get(key, (first, np.empty(0), np.empty(0)))
         stop = start + g.size // PANEL_NODES
-        for low, high, before in ((first, start - 1, True), (stop, last, False)):
-            if low > high:
-                continue
+        ranges = ((first, start - 1, True), (stop, last, False))
+        return (start, g, one_minus_g), [
+            (low, high, before) for low, high, before in ranges if low <= high
+        ]
+
+    def _g(self, key: tuple[float, int, int], first: int, last: int) -> tuple[np.ndarray, ...]:
+        """``G`` and ``1 - G`` on panels ``first..last`` (each key keeps one contiguous run)."""
+        width, size, rank = key
+        (start, g, one_minus_g), missing = self._missing(key, first, last)
+        for low, high, before in missing:
             t, one_minus_t, _ = _panel_nodes(width, low, high)
             new = betainc(rank, size - rank + 1, t), betainc(size - rank + 1, rank, one_minus_t)
             g = np.concatenate([new[0], g] if before else [g, new[0]])
@@ -406,7 +388,8 @@ class FastColumns:
                 key = (width, size, rank)
                 steps.append((key, count, p0, p1))
                 cost += CALL_CELLS + (p1 - p0 + 1) * PANEL_NODES * _cells([count], k)
-                cost += self._missing(key, p0, p1) * PANEL_NODES * G_CELLS
+                panels = sum(high - low + 1 for low, high, _ in self._missing(key, p0, p1)[1])
+                cost += panels * PANEL_NODES * G_CELLS
         return (width, first, last), steps, sure, cost
 
     def _evaluate(self, local_ranks: tuple[int, ...], k: int) -> float:
@@ -423,7 +406,8 @@ class FastColumns:
             sure[panel * PANEL_NODES :] += count
         for key, count, p0, p1 in steps:
             rows = slice((p0 - first) * PANEL_NODES, (p1 + 1 - first) * PANEL_NODES)
-            below[rows] = _add_group(below[rows], count, *self._g(key, p0, p1), keep=k)
+            g, one_minus_g = self._g(key, p0, p1)
+            below[rows] = _add_group(below[rows], count, g, one_minus_g, keep=k)
         # P(S < k) = P(S_active < k - sure): the (k - 1 - sure)-th cumulative entry.
         cumulative = np.cumsum(below, axis=1)
         column = k - 1 - sure
@@ -474,7 +458,7 @@ def certify_column(
     if sum(agent_sizes) <= EXACT_MAX_DEGREE:
         return [Certified(v, True, v) for v in exact_coverage_column(agent_sizes, local_ranks)]
     plan = _quadrature(agent_sizes, local_ranks)
-    budget.spend(0.0 if plan is None else plan.cells())
+    budget.spend(0.0 if plan is None else plan.cells)
     return [_from_quadrature(float(v)) for v in unequal_coverage_column(agent_sizes, local_ranks)]
 
 

@@ -1,9 +1,7 @@
-"""Gauss-Legendre nodes on [0, 1], by index, for rules of any size.
+"""Gauss-Legendre nodes on [0, 1] by index, for rules of any size.
 
-Rules of at most ``SCIPY_MAX_NODES`` nodes come from :func:`scipy.special.roots_legendre`,
-larger ones from the iteration-free expansions of Bogaert (2014, SIAM J. Sci. Comput.
-36(3), A1008-A1026, Sec. 3), any node from its index; the user guide's FedCP-QQ page
-gives the reasons and measurements. Nodes come as ``t`` and ``1 - t`` computed
+Scipy's for small rules, Bogaert's (2014, SIAM J. Sci. Comput. 36(3), Sec. 3) for large
+ones (the user guide's FedCP-QQ page says why); ``t`` and ``1 - t`` are computed
 separately, so that probabilities near both ends of [0, 1] keep their precision.
 """
 

@@ -1,19 +1,8 @@
-"""Gauss-Legendre nodes on [0, 1], by index, for rules of any size.
+"""Gauss-Legendre nodes on [0, 1] by index, for rules of any size.
 
-The coverage certificate (:mod:`._coverage`) integrates polynomials of degree
-``D = sum_j n_j`` exactly with ``D // 2 + 1`` Gauss-Legendre nodes: up to five million
-nodes for 1,000 agents of 10^4 scores, of which only a short window is evaluated.
-
-- ``N <= SCIPY_MAX_NODES``: :func:`scipy.special.roots_legendre`.
-- Larger ``N``: the iteration-free asymptotic expansions of Bogaert (2014, SIAM J. Sci.
-  Comput. 36(3), A1008-A1026, Sec. 3), any node from its index in O(1). scipy's
-  eigenvalue method costs O(N^2) and loses accuracy with ``N``: 8 s at ``N = 20 000``
-  and 49 s at ``N = 50 001``, integrating ``P(Bin(D, t) < r)`` with an absolute error
-  of 1.5e-12, more than the certificate's whole rounding allowance of 1e-12, where
-  these nodes err by 1e-16 (the user guide's FedCP-QQ page gives the measurements).
-
-Nodes come as ``t`` and ``1 - t`` computed separately, so that probabilities near both
-ends of [0, 1] keep their relative precision.
+Scipy's for small rules, Bogaert's (2014, SIAM J. Sci. Comput. 36(3), Sec. 3) for large
+ones (the user guide's FedCP-QQ page says why); ``t`` and ``1 - t`` are computed
+separately, so that probabilities near both ends of [0, 1] keep their precision.
 """
 
 from __future__ import annotations
@@ -23,8 +12,6 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.special import j1, jn_zeros, roots_legendre
-
-__all__ = ["SCIPY_MAX_NODES", "node_blocks", "node_ranges", "nodes"]
 
 #: Largest rule taken from :func:`scipy.special.roots_legendre`.
 SCIPY_MAX_NODES = 150
@@ -55,14 +42,9 @@ def _bessel_j0_zeros(index: np.ndarray) -> np.ndarray:
 def _bogaert(n_nodes: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``theta_k`` and the weight on [-1, 1] of node ``k`` (1-based from ``x = 1``).
 
-    Bogaert (2014), Sec. 3: ``v = 1 / (N + 1/2)``, ``a = v j_k``, ``u = cot a``,
-    ``theta = a + v^2 F_1 + v^4 F_2`` and
-    ``w = 2 v sin(a) / (j_k J_1(j_k)^2) / (1 + v^2 W_1 + v^4 W_2)`` with
-    ``F_1 = (u a - 1) / (8 a)``,
-    ``F_2 = (6 a^2 (1 + u^2) + 25 - u (31 u^2 + 33) a^3) / (384 a^3)``,
-    ``W_1 = (u a + a^2 - 1) / (8 a^2)`` and
-    ``W_2 = (81 - 31 u a - (3 - 6 u^2) a^2 + 6 u a^3 - (27 + 84 u^2 + 56 u^4) a^4)
-    / (384 a^4)``.
+    Bogaert (2014), Sec. 3: ``theta = a + v^2 F_1 + v^4 F_2`` and
+    ``w = 2 v sin(a) / (j_k J_1(j_k)^2) / (1 + v^2 W_1 + v^4 W_2)``, ``a = v j_k``,
+    ``v = 1 / (N + 1/2)``, ``u = cot a``.
     """
     j = _bessel_j0_zeros(k)
     v = 1.0 / (n_nodes + 0.5)
@@ -97,8 +79,8 @@ def _scipy_rule(n_nodes: int) -> Nodes:
 def nodes(n_nodes: int, index) -> Nodes:
     """``t``, ``1 - t`` and the weights (on [0, 1]) of the nodes with 0-based ``index``.
 
-    Nodes are numbered in increasing ``t``; ``sum(weights * p(t))`` over all ``N`` nodes
-    is ``integral_0^1 p`` for every polynomial of degree at most ``2 N - 1``.
+    Nodes are numbered in increasing ``t``; the ``N``-node rule integrates polynomials of
+    degree at most ``2 N - 1`` exactly.
     """
     index = np.asarray(index, dtype=np.int64)
     if n_nodes <= SCIPY_MAX_NODES:
@@ -112,10 +94,7 @@ def nodes(n_nodes: int, index) -> Nodes:
 
 
 def _node_position(n_nodes: int, t: np.ndarray) -> np.ndarray:
-    """Approximate 0-based index of the node nearest ``t`` (within two nodes).
-
-    From ``theta_k ~ pi (k - 1/4) / (N + 1/2)``, ``min(t, 1 - t) = sin^2(theta / 2)``.
-    """
+    """Index of the node nearest ``t`` within 2, from ``theta_k ~ pi (k - 1/4) / (N + 1/2)``."""
     theta = 2.0 * np.arcsin(np.sqrt(np.clip(np.minimum(t, 1.0 - t), 0.0, 0.5)))
     k = theta * (n_nodes + 0.5) / np.pi + 0.25
     return np.where(t <= 0.5, k - 1.0, n_nodes - k)
@@ -124,8 +103,8 @@ def _node_position(n_nodes: int, t: np.ndarray) -> np.ndarray:
 def node_ranges(n_nodes: int, t_low, t_high) -> tuple[np.ndarray, np.ndarray]:
     """Index ranges ``[start, stop)`` holding the nodes of the windows ``[t_low, t_high]``.
 
-    Vectorised over windows. Large rules: an estimate from the nodes' asymptotic
-    positions, widened until the nodes at both ends lie outside the window.
+    Large rules: estimated from the nodes' asymptotic positions, then widened until the
+    nodes at both ends lie outside the window.
     """
     t_low = np.atleast_1d(np.asarray(t_low, dtype=np.float64))
     t_high = np.atleast_1d(np.asarray(t_high, dtype=np.float64))

@@ -222,28 +222,12 @@ def _searched_choice(sizes, request: _Request, anchor: PrivateChoice):
     return min(options, key=lambda option: (option[0], option[1].n_bins))[1], complete
 
 
-def _thresholded_choices(sizes, request: _Request, thresholds, anchor) -> list[PrivateChoice]:
-    """The equal choices of the agents of each threshold size or more, for all agents.
-
-    Below all agents, ``gamma`` is the anchor's (:func:`~._search.thresholded_table`).
-    """
-    found = []
-    for size in thresholds:
-        kept = sum(n >= size for n in sizes)
-        fixed = anchor is not None and kept < len(sizes)
-        at = replace(request, gammas=(anchor.gamma,)) if fixed else request
-        choice = _equal_choice(kept, size, at, len(sizes))
-        if choice is not None:
-            table = thresholded_table(sizes, size, choice.table)
-            found.append(request.choice(choice.gamma, choice.n_bins, table, len(sizes)))
-    return found
-
-
 def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
     """The searched or a thresholded choice, whichever certifies the smaller bound.
 
-    ``gamma`` is the equal choice's at the smallest size (or smallest feasible size); the
-    thresholded plans are those at the smallest size, and all when the search was cut.
+    ``gamma`` is the equal choice's at the smallest (feasible) size, and the thresholded
+    choices' below all agents (:func:`~._search.thresholded_table`): the smallest size,
+    and every threshold size when the search was cut. Ties go to the searched choice.
     """
     m = len(sizes)
     anchor = _equal_choice(m, min(sizes), request, m)
@@ -253,9 +237,14 @@ def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
     searched, complete = None, True
     if anchor is not None:
         searched, complete = _searched_choice(sizes, request, anchor)
-    thresholds = [min(sizes)] if complete else threshold_sizes(sizes)
     candidates = [] if searched is None else [searched]
-    candidates += _thresholded_choices(sizes, request, thresholds, anchor)
+    for size in [min(sizes)] if complete else threshold_sizes(sizes):
+        kept = sum(n >= size for n in sizes)
+        at = replace(request, gammas=(anchor.gamma,)) if anchor and kept < m else request
+        choice = _equal_choice(kept, size, at, m)
+        if choice is not None:
+            table = thresholded_table(sizes, size, choice.table)
+            candidates.append(request.choice(choice.gamma, choice.n_bins, table, m))
     return min(candidates, key=lambda c: c.lower_bound(request.alpha), default=None)
 
 

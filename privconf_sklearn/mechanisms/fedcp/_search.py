@@ -378,7 +378,8 @@ def unequal_table(
     """
     search, budget = WorkBudget(SEARCH_CELLS), WorkBudget(CERTIFY_CELLS)
     found = _searched(sizes, level, max_ranks, FastColumns(sizes, search))
-    best = _least_certified(found, partial(_certified, level=level, budget=budget), lambda t: 0)
+    certify = partial(_certified, level=level, budget=budget)
+    best = _least_certified(found, certify, lambda table: 0)  # ties go to the first found
     return best, not (search.exhausted or budget.exhausted)
 
 

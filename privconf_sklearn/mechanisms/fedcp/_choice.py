@@ -1,13 +1,8 @@
-"""FedCP2-QQ's choice of ``gamma``, the number of bins and the ranks, from public quantities.
+"""FedCP2-QQ's ``gamma``, number of bins ``B`` and ranks, from public quantities only.
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023), Sec. 4 and Algorithm 3: for a split
-``gamma`` of ``alpha`` and ``B`` bins, the FedCP-QQ table at level
-``(1 - alpha) / (1 - gamma alpha)`` (:mod:`._search`) and each agent's rank correction
-(:mod:`._correction`). ``gamma`` and ``B`` minimise Sec. 4's criterion (the coverage of
-the non-private estimator at the corrected ranks) plus ``1 / (2B)``, among the pairs
-whose release is the top of the range with probability at most
-:data:`TRIVIAL_TOLERANCE` on idealised uniform scores; the user guide's FedCP2-QQ page
-states the rules.
+Humbert, Le Bars, Bellet and Arlot (ICML 2023), Sec. 4 and Algorithm 3: the FedCP-QQ table
+at level ``(1 - alpha) / (1 - gamma alpha)`` (:mod:`._search`) and each agent's correction
+(:mod:`._correction`); the user guide's FedCP2-QQ page states the criterion and the rules.
 """
 
 from __future__ import annotations
@@ -22,13 +17,7 @@ from scipy.stats import binom
 
 from .._base import smallest_feasible_size
 from ._correction import SCALINGS, AgentScaling, agent_failure_probability
-from ._coverage import (
-    DECISION_MARGIN,
-    FastColumns,
-    OverBudget,
-    WorkBudget,
-    approximate_coverage,
-)
+from ._coverage import DECISION_MARGIN, FastColumns, OverBudget, WorkBudget, approximate_coverage
 from ._search import (
     CERTIFY_CELLS,
     Table,
@@ -39,15 +28,12 @@ from ._search import (
     unequal_table,
 )
 
-__all__ = ["PrivateChoice", "private_choice"]
-
-#: (gamma, B) pairs whose release is the top of the range with a larger probability on
+#: ``(gamma, B)`` whose release is the top of the range with a larger probability on
 #: idealised uniform scores are only used when no other pair is feasible.
 TRIVIAL_TOLERANCE = 0.001
 
-#: The idealised top probability is computed at no larger epsilon: beyond it the weight
-#: of every edge but the most likely ones is already zero in double precision, while
-#: ``epsilon n`` would overflow from about 10^299 on.
+#: The idealised top probability is computed at no larger epsilon: beyond it every edge
+#: weight but the largest is already 0.0, while ``epsilon n`` overflows from about 1e299.
 SATURATING_EPSILON = 1e200
 
 #: With more agents than this, ``gamma="auto"`` is searched coarse to fine.
@@ -58,9 +44,8 @@ FULL_GAMMA_SEARCH_AGENTS = 32
 class PrivateChoice:
     """A certified FedCP2-QQ choice: ``(gamma, B)``, the table and each agent's correction.
 
-    Agents whose table rank is ``+inf`` (or that cannot reach their corrected rank) send
-    the top of the range without reading their data: table rank ``n'_j + 1``,
-    correction 0, level 0.0, ``releases`` False.
+    An agent that sends the top without reading its data has table rank ``n'_j + 1``,
+    correction 0, level 0.0 and ``releases`` False.
     """
 
     gamma: float
@@ -72,7 +57,7 @@ class PrivateChoice:
     releases: tuple[bool, ...]
 
     def lower_bound(self, alpha: float) -> Fraction:
-        """``(1 - gamma alpha) M``, exactly (from the certified ``M``)."""
+        """``(1 - gamma alpha) M``, exactly (Theorem 4.1)."""
         return (1 - Fraction(self.gamma) * Fraction(alpha)) * self.table.coverage.key
 
 
@@ -103,12 +88,7 @@ class _Request:
         return PrivateChoice(gamma, n_bins, table, *map(tuple, zip(*columns, strict=True)))
 
     def top_probability(self, n: int, q: float, n_bins: int) -> float:
-        """P(an agent releases the top edge) on idealised uniform scores.
-
-        The ``n`` scores spread evenly over the ``B`` bins: edge ``j`` has
-        ``n (j - 1)/B`` scores below and ``n (B - j)/B`` above, so the exponent is the
-        larger of two linear functions of ``j`` and the normaliser two geometric sums.
-        """
+        """P(the top edge) for ``n`` scores spread evenly over the bins (two geometric sums)."""
         slope_below, slope_above = self.scaling.slopes(q, min(self.epsilon, SATURATING_EPSILON))
         step_below, step_above = slope_below * n / n_bins, slope_above * n / n_bins
         # Edges 1..kink: exponent step_above (B - j) (decreasing); kink+1..B: step_below (j - 1).
@@ -129,16 +109,13 @@ def _log_geometric(log_first: float, log_ratio: float, count: int) -> float:
     return log_first + math.log(-math.expm1(count * log_ratio)) - math.log(-math.expm1(log_ratio))
 
 
-# ------------------------------------------------------------------ equal sizes
-def _equal_candidates(m: int, n: int, request: _Request, gamma: float, n_agents: int):
-    """``(criterion, B, releasable-rank limit)`` at ``gamma`` for every ``B`` (fast values).
+def _criterion(coverage: float, n_bins: int, trivial: float) -> float:
+    """Sec. 4's ``M`` plus ``1 / (2B)``, plus 1 if P(trivial) exceeds the tolerance."""
+    return float(coverage) + 0.5 / n_bins + (1.0 if trivial > TRIVIAL_TOLERANCE else 0.0)
 
-    ``m`` agents of ``n`` scores release, among ``n_agents`` (the others send the top:
-    the failure probability is shared by all ``n_agents``). The criterion is raised by 1
-    when the release would be the top of the range with probability above
-    :data:`TRIVIAL_TOLERANCE` on idealised uniform scores (so that any pair below the
-    tolerance wins).
-    """
+
+def _equal_candidates(m: int, n: int, request: _Request, gamma: float, n_agents: int):
+    """``(criterion, B, rank limit)`` at ``gamma``: ``m`` agents of ``n`` among ``n_agents``."""
     delta = agent_failure_probability(gamma, request.alpha, n_agents)
     if delta == 0.0:  # a vanishing gamma alpha: no agent can release
         return []
@@ -147,8 +124,8 @@ def _equal_candidates(m: int, n: int, request: _Request, gamma: float, n_agents:
     if max(limits) < 1:  # no agent can release (e.g. a vanishing epsilon): skip the frontier
         return []
     level = request.level(gamma)
-    # M is increasing in both ranks: if even (largest limit, m) is clearly below the
-    # level, no frontier rank is usable (the frontier would find none): skip it.
+    # M is increasing in both ranks: if even (largest limit, m) is clearly below the level,
+    # no frontier rank is usable: skip the frontier.
     if approximate_coverage(max(limits), m, m, n) < float(level) - DECISION_MARGIN:
         return []
     frontier = qq_frontier(m, n, level)
@@ -168,26 +145,17 @@ def _equal_candidates(m: int, n: int, request: _Request, gamma: float, n_agents:
     if not found:
         return []
     targets, ks = np.array([item[3] for item in found]), np.array([item[2] for item in found])
-    out = []
-    for value, (n_bins, limit, k, target) in zip(
-        approximate_coverage(targets, ks, m, n), found, strict=True
-    ):
+    values, out = approximate_coverage(targets, ks, m, n), []
+    for value, (n_bins, limit, k, target) in zip(values, found, strict=True):
         top = request.top_probability(n, scaling.level(target, 0, n), n_bins)
         trivial = binom.sf(m - k, m, top)  # at least m - k + 1 agents at the top
-        penalty = 1.0 if trivial > TRIVIAL_TOLERANCE else 0.0
-        out.append((float(value) + 0.5 / n_bins + penalty, n_bins, limit))
+        out.append((_criterion(value, n_bins, trivial), n_bins, limit))
     return out
 
 
 @lru_cache(maxsize=1024)
 def _equal_choice(m: int, n: int, request: _Request, n_agents: int) -> PrivateChoice | None:
-    """The equal-size choice: best criterion over the grids, then certified.
-
-    ``m`` agents of ``n`` scores release, among ``n_agents``. With more than
-    :data:`FULL_GAMMA_SEARCH_AGENTS` agents and the whole ``gamma`` grid, ``gamma`` is
-    searched coarse to fine (every third grid value, then the grid neighbours of the
-    best): each ``gamma`` costs a frontier search.
-    """
+    """The certified choice of least criterion, for ``m`` agents of ``n`` among ``n_agents``."""
     scores: dict[float, tuple[float, int, int]] = {}  # gamma -> (criterion, B, limit)
 
     def score(gammas) -> None:
@@ -197,7 +165,7 @@ def _equal_choice(m: int, n: int, request: _Request, n_agents: int) -> PrivateCh
                 scores[gamma] = min(found) if found else (math.inf, 0, 0)
 
     gammas = request.gammas
-    if m > FULL_GAMMA_SEARCH_AGENTS and len(gammas) > 1:
+    if m > FULL_GAMMA_SEARCH_AGENTS and len(gammas) > 1:  # every third, then the neighbours
         score(gammas[::3])
         position = gammas.index(min(scores, key=lambda g: (scores[g][0], g)))
         score(gammas[max(position - 2, 0) : position + 3])
@@ -209,7 +177,6 @@ def _equal_choice(m: int, n: int, request: _Request, n_agents: int) -> PrivateCh
     return None if table is None else request.choice(gamma, n_bins, table, n_agents)
 
 
-# ---------------------------------------------------------------- unequal sizes
 def _trivial_probability(request: _Request, choice: PrivateChoice) -> float:
     """P(at least m - k + 1 agents release the top) on idealised uniform scores."""
     distribution = np.array([1.0])  # of the number of agents at the top
@@ -217,20 +184,16 @@ def _trivial_probability(request: _Request, choice: PrivateChoice) -> float:
         choice.table.sample_sizes, choice.levels, choice.releases, strict=True
     ):
         top = request.top_probability(n, q, choice.n_bins) if releases else 1.0
-        distribution = np.append(distribution * (1.0 - top), 0.0) + np.insert(
-            distribution * top, 0, 0.0
-        )
+        rises = np.insert(distribution * top, 0, 0.0)
+        distribution = np.append(distribution * (1.0 - top), 0.0) + rises
     return float(distribution[len(choice.releases) - choice.table.server_rank + 1 :].sum())
 
 
 def _searched_choice(sizes, request: _Request, anchor: PrivateChoice):
-    """Ranks searched at the anchor's level, each agent within its releasable ranks.
+    """The searched choice at the anchor's ``gamma`` (or None), and whether it is complete.
 
-    The agents' largest releasable ranks at the anchor's ``(gamma, B)`` bound the search
-    (an agent above its bound sends the top); then ``B`` minimises the criterion
-    (coverage at the corrected ranks, plus ``1 / (2B)``, plus 1 above the trivial
-    tolerance) among the bins under which the same agents release, as far as its work
-    budget goes. Returns the choice (or None) and whether the search was complete.
+    Each agent's rank is within its releasable ranks at the anchor's ``(gamma, B)``; ``B``
+    then minimises the criterion among the bins under which the same agents release.
     """
     delta = agent_failure_probability(anchor.gamma, request.alpha, len(sizes))
     limits = tuple(
@@ -246,51 +209,25 @@ def _searched_choice(sizes, request: _Request, anchor: PrivateChoice):
         choice = request.choice(anchor.gamma, n_bins, table, len(sizes))
         if choice.releases != finite:
             continue
-        targets = tuple(
-            rank + c if release else n + 1
-            for rank, c, release, n in zip(
-                table.local_ranks, choice.corrections, choice.releases, sizes, strict=True
-            )
-        )
-        penalty = 1.0 if _trivial_probability(request, choice) > TRIVIAL_TOLERANCE else 0.0
+        # An agent sending the top has table rank n + 1 and correction 0.
+        targets = tuple(r + c for r, c in zip(choice.table_ranks, choice.corrections, strict=True))
         try:
             value = columns(targets, table.server_rank)
         except OverBudget:
             complete = False
             break
-        options.append((value + 0.5 / n_bins + penalty, choice))
+        options.append((_criterion(value, n_bins, _trivial_probability(request, choice)), choice))
     if not options:
         return None, complete
     return min(options, key=lambda option: (option[0], option[1].n_bins))[1], complete
 
 
-def _thresholded_choices(sizes, request: _Request, thresholds, anchor) -> list[PrivateChoice]:
-    """The equal-size choices at these thresholds (:func:`~._search.thresholded_table`).
-
-    At the smallest size every agent is kept (``gamma`` and ``B`` as for equal sizes);
-    at a larger threshold ``gamma`` is the anchor's (one frontier search), ``B`` chosen
-    again.
-    """
-    found = []
-    for size in thresholds:
-        kept = sum(n >= size for n in sizes)
-        fixed = anchor is not None and kept < len(sizes)
-        at = replace(request, gammas=(anchor.gamma,)) if fixed else request
-        choice = _equal_choice(kept, size, at, len(sizes))
-        if choice is not None:
-            table = thresholded_table(sizes, size, choice.table)
-            found.append(request.choice(choice.gamma, choice.n_bins, table, len(sizes)))
-    return found
-
-
 def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
-    """Searched ranks at the ``gamma`` of a representative equal size, or subsampling.
+    """The searched or a thresholded choice, whichever certifies the smaller bound.
 
-    ``gamma`` is the one chosen for ``m`` equal agents of the smallest size, or of the
-    smallest size with a feasible equal-size plan if that is larger. The equal-size
-    plan at the smallest size, with every agent subsampling, is kept when its certified
-    bound is smaller (ties go to the searched plan); when the search ran out of its
-    work budget, the thresholded plans are candidates too.
+    ``gamma`` is the equal choice's at the smallest (feasible) size, and the thresholded
+    choices' below all agents (:func:`~._search.thresholded_table`): the smallest size,
+    and every threshold size when the search was cut. Ties go to the searched choice.
     """
     m = len(sizes)
     anchor = _equal_choice(m, min(sizes), request, m)
@@ -300,9 +237,14 @@ def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
     searched, complete = None, True
     if anchor is not None:
         searched, complete = _searched_choice(sizes, request, anchor)
-    thresholds = [min(sizes)] if complete else threshold_sizes(sizes)
     candidates = [] if searched is None else [searched]
-    candidates += _thresholded_choices(sizes, request, thresholds, anchor)
+    for size in [min(sizes)] if complete else threshold_sizes(sizes):
+        kept = sum(n >= size for n in sizes)
+        at = replace(request, gammas=(anchor.gamma,)) if anchor and kept < m else request
+        choice = _equal_choice(kept, size, at, m)
+        if choice is not None:
+            table = thresholded_table(sizes, size, choice.table)
+            candidates.append(request.choice(choice.gamma, choice.n_bins, table, m))
     return min(candidates, key=lambda c: c.lower_bound(request.alpha), default=None)
 
 

@@ -1,16 +1,8 @@
-"""Searching the ranks of the quantile-of-quantiles estimator, from public sizes only.
+"""FedCP-QQ's ranks from public sizes only (Humbert, Le Bars, Bellet and Arlot, ICML 2023).
 
-Humbert, Le Bars, Bellet and Arlot (ICML 2023). Equal local sizes
-(:func:`equal_table`): ``(l*, k*) = argmin {M(l, k) : M(l, k) >= level}`` of their
-Eq. (6), optionally with ``l <= max_rank`` (FedCP2-QQ agents must reach their corrected
-rank within their data), found from the frontier ``l_min(k)`` (:func:`qq_frontier`).
-Unequal sizes (:func:`unequal_table`): the agents' ranks are searched as well (their
-Appendix A.1 fixes them at ``ceil((1 - alpha)(n_j + 1))`` and searches only ``k``),
-within a :class:`~._coverage.WorkBudget`.
-
-Searches use fast coverage values (:mod:`._coverage`); every decision a fast value
-could get wrong (within ``DECISION_MARGIN`` of the level or of the best candidate) is
-taken on certified values, and the returned coverage is certified.
+Equal sizes: ``argmin {M(l, k) : M(l, k) >= level}`` of Eq. (6); unequal sizes: the agents'
+ranks are searched too (their Appendix A.1 fixes them), within a work budget. Decisions a
+fast value could get wrong are taken on certified values (user guide, FedCP-QQ page).
 """
 
 from __future__ import annotations
@@ -18,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, partial
+from operator import attrgetter
 
 import numpy as np
 from scipy.special import betainc
@@ -36,37 +29,23 @@ from ._coverage import (
     qq_coverage,
 )
 
-__all__ = [
-    "CERTIFY_CELLS",
-    "SEARCH_CELLS",
-    "QQFrontier",
-    "Table",
-    "equal_table",
-    "qq_frontier",
-    "threshold_sizes",
-    "thresholded_table",
-    "unequal_table",
-]
-
 #: Work budgets of one unequal-size search and of certifying its results, in the cells of
 #: :class:`~._coverage.WorkBudget` (about 2 ns each: 0.5 and 0.4 s of CPU).
 SEARCH_CELLS, CERTIFY_CELLS = 2.5e8, 2e8
 
+_REFINED_SERVER_RANKS = 3  # server ranks (the best family starts) refined by local moves
+_EXCHANGE_GROUPS, _STAIRCASE_STEPS = 6, 24  # staircases: at most 6 groups, 24 steps each
+_ALL_SERVER_RANKS = 16  # above this many agents, only ranks near the frontier's best
+_REFINED_AGENTS = 64  # above this many agents, family starts only (no local moves)
+_BISECTION_STEPS = 64  # on the common relative rank: double precision is exhausted by then
+_DESCENT_GROUPS, _DESCENT_STEPS = 16, 64  # descents: the 16 largest groups, 64 steps each
+
 
 @dataclass(frozen=True)
 class Table:
-    """Certified ranks: agent ``j`` sends the ``l_j``-th smallest of ``n'_j`` scores.
+    """Agent ``j`` sends the ``l_j``-th smallest of ``n'_j`` scores, the server the ``k``-th.
 
-    Attributes
-    ----------
-    sample_sizes : tuple of int
-        ``n'_j``, the scores each agent uses.
-    local_ranks : tuple of int
-        ``l_j``; ``l_j > n'_j`` means the message is ``+inf`` (the top of the range).
-    server_rank : int
-        ``k``: the server keeps the ``k``-th smallest message.
-    coverage : Certified
-        ``M_k`` at these ranks (Theorem 3.2, Appendix A.1), at least the level.
+    ``l_j > n'_j`` sends ``+inf``; ``coverage`` is the certified ``M_k`` (Theorem 3.2).
     """
 
     sample_sizes: tuple[int, ...]
@@ -75,24 +54,11 @@ class Table:
     coverage: Certified
 
 
-# ------------------------------------------------------------------ equal sizes
 @dataclass(frozen=True)
 class QQFrontier:
-    """For each server rank ``k``, the smallest local rank reaching the level.
+    """``ranks[k - 1]``: the smallest ``l`` with fast ``M(l, k) >= level`` (``n + 1`` if none).
 
-    Attributes
-    ----------
-    n_agents, n_per_agent : int
-        ``m`` and ``n``.
-    level : Fraction
-        The level, exactly.
-    ranks : tuple of int
-        ``l_min(k)`` for ``k = 1..m`` by the fast values; ``n + 1`` when no local rank
-        reaches the level. Non-increasing in ``k``.
-    values : tuple of float
-        Fast ``M(l_min(k), k)`` (1.0 where none).
-    below : tuple of float
-        Fast ``M(l_min(k) - 1, k)`` (0.0 when ``l_min(k) = 1``).
+    ``values`` and ``below``: fast ``M`` there and one rank below (1.0 or 0.0 if none).
     """
 
     n_agents: int
@@ -104,11 +70,7 @@ class QQFrontier:
 
 
 def _rank_guess(m: int, n: int, level: float) -> np.ndarray:
-    """For each ``k``, the smallest ``l`` with ``P(Beta(l, n - l + 1) <= level) <= k/(m+1)``.
-
-    ``M(l, k)`` is the mean of the ``k``-th smallest of ``m`` such Beta variables, close
-    to their ``k / (m + 1)`` quantile: the guess is usually within one rank.
-    """
+    """For each ``k``, the smallest ``l`` with ``P(Beta(l, n - l + 1) <= level) <= k/(m+1)``."""
     target = np.arange(1, m + 1) / (m + 1.0)
     low, high = np.zeros(m, dtype=np.int64), np.full(m, n + 1, dtype=np.int64)
     while (open_ := high - low > 1).any():
@@ -127,12 +89,7 @@ def _fast_values(m: int, n: int):
 
 
 class _Brackets:
-    """``(low, high]`` brackets of ``l_min(k)`` for every ``k``, narrowed by probes.
-
-    ``M`` is non-decreasing in ``l`` and in ``k`` (Appendix A.2 of Humbert et al.
-    2023): a feasible ``(l, k)`` is feasible for every ``k' >= k``, an infeasible one
-    for no ``k' <= k``, so each probe narrows the brackets of other server ranks too.
-    """
+    """Brackets ``(low, high]`` of ``l_min(k)``; ``M`` is monotone in both ranks (App. A.2)."""
 
     def __init__(self, m: int, n: int, level: float):
         self.m, self.n, self.level = m, n, level
@@ -145,6 +102,7 @@ class _Brackets:
         values = self.evaluate(ranks, rows + 1)
         for row, rank, value in zip(rows.tolist(), ranks.tolist(), values.tolist(), strict=True):
             self.known[(rank, row + 1)] = value
+        # A feasible (l, k) is feasible for every k' >= k, an infeasible one for no k' <= k.
         feasible = values >= self.level
         high_at = np.full(self.m, self.n + 1, dtype=np.int64)
         np.minimum.at(high_at, rows[feasible], ranks[feasible])
@@ -175,10 +133,7 @@ class _Brackets:
 
 @lru_cache(maxsize=256)
 def qq_frontier(n_agents: int, n_per_agent: int, level: Fraction) -> QQFrontier:
-    """``l_min(k)`` for every ``k`` (fast values), galloping from a guess, then bisecting.
-
-    Each round evaluates one probe per ``k`` whose bracket is still open, all at once.
-    """
+    """``l_min(k)`` for every ``k``: galloping from a guess, then bisecting, all ``k`` at once."""
     m, n = int(n_agents), int(n_per_agent)
     brackets = _Brackets(m, n, float(level))
     guess = np.clip(_rank_guess(m, n, float(level)), 1, n)
@@ -199,11 +154,10 @@ def qq_frontier(n_agents: int, n_per_agent: int, level: Fraction) -> QQFrontier:
 
 
 def _candidates(frontier: QQFrontier, limit: int) -> list[tuple[float, int, int]]:
-    """``(fast value, l, k)`` worth certifying: the frontier, and its doubtful neighbours.
+    """Sorted ``(fast M, l, k)``, ``l <= limit``: the frontier and its doubtful neighbours.
 
-    A frontier pair with ``l <= limit``; the pair one rank below where its fast value is
-    within ``DECISION_MARGIN`` of the level, and one rank above where the frontier value
-    is (a pair with a larger ``k`` and the same ``l`` is never better).
+    One rank below where that is within ``DECISION_MARGIN`` of the level, one above where
+    the frontier is (a pair with a larger ``k`` and the same ``l`` is never better).
     """
     level = float(frontier.level)
     candidates, above = [], []
@@ -223,67 +177,44 @@ def _candidates(frontier: QQFrontier, limit: int) -> list[tuple[float, int, int]
     return sorted(candidates)
 
 
-def best_orders(frontier: QQFrontier, max_rank: int | None = None):
-    """``(l, k, M)`` minimising the certified ``M(l, k) >= level`` with ``l <= max_rank``.
+def _least_certified(candidates, certify, tie_break) -> Table | None:
+    """The certified table of least coverage, ties to the least ``tie_break(table)``.
 
-    Candidates (:func:`_candidates`) are certified in the order of their fast values,
-    until a fast value exceeds the best certified one by ``DECISION_MARGIN``. Ties go
-    to the smallest ``l``, then the smallest ``k``. None when no pair reaches the level.
+    ``certify(*candidate)`` (a table or None) runs in the order of the fast values (the
+    candidates' first entries) until one exceeds the best certified by ``DECISION_MARGIN``.
     """
-    m, n, level = frontier.n_agents, frontier.n_per_agent, frontier.level
-    limit = n if max_rank is None else min(int(max_rank), n)
-    best: tuple[int, int, Certified] | None = None
-    for fast, rank, k in _candidates(frontier, limit):
-        if best is not None and fast > float(best[2].key) + DECISION_MARGIN:
+    best: Table | None = None
+    for candidate in candidates:
+        if best is not None and candidate[0] > float(best.coverage.key) + DECISION_MARGIN:
             break
-        certified = certify_equal(rank, k, m, n)
-        if certified.key < level:
+        table = certify(*candidate)
+        if table is None:
             continue
-        if best is None or (
-            (rank, k) < best[:2] if certified.ties_with(best[2]) else certified.key < best[2].key
-        ):
-            best = (rank, k, certified)
+        if best is None or table.coverage.ties_with(best.coverage):
+            best = table if best is None else min(best, table, key=tie_break)
+        elif table.coverage.key < best.coverage.key:
+            best = table
     return best
 
 
 def equal_table(m: int, n: int, level: Fraction, max_rank: int | None = None) -> Table | None:
-    """The certified equal-size table (Eq. (6)), or None when no pair reaches ``level``."""
-    best = best_orders(qq_frontier(m, n, level), max_rank)
-    if best is None:
-        return None
-    rank, k, coverage = best
-    return Table((n,) * m, (rank,) * m, k, coverage)
+    """The table of Eq. (6) with ``l <= max_rank`` (ties to the least ``(l, k)``), or None."""
 
+    def certified(fast: float, rank: int, k: int) -> Table | None:
+        table = Table((n,) * m, (rank,) * m, k, certify_equal(rank, k, m, n))
+        return table if table.coverage.key >= level else None
 
-# ---------------------------------------------------------------- unequal sizes
-#: Server ranks (the best by their family start) refined by descents and staircases.
-_REFINED_SERVER_RANKS = 3
-
-#: Staircase moves are tried with at most this many size groups, this many steps each.
-_EXCHANGE_GROUPS, _STAIRCASE_STEPS = 6, 24
-
-#: With more agents than this, only server ranks near the best ones of the equal-size
-#: frontier (at the median size) are tried.
-_ALL_SERVER_RANKS = 16
-
-#: With more agents than this, only the family starts are used (no local moves).
-_REFINED_AGENTS = 64
-
-#: Bisection steps on the common relative rank (double precision is exhausted by then).
-_BISECTION_STEPS = 64
-
-#: At most this many groups (the largest sizes) move in descents, this many steps each.
-_DESCENT_GROUPS, _DESCENT_STEPS = 16, 64
+    limit = n if max_rank is None else min(int(max_rank), n)
+    candidates = _candidates(qq_frontier(m, n, level), limit)
+    return _least_certified(candidates, certified, attrgetter("local_ranks", "server_rank"))
 
 
 class _Family:
-    """Agents grouped by size, each group's ranks one monotone index, at server rank ``k``.
+    """Agents grouped by size at server rank ``k``, each group's ranks one monotone index.
 
-    Group ``g`` (size ``s_g``, ``c_g`` agents) at index ``lam`` gives rank
-    ``lam // c_g + 1`` to ``lam % c_g`` of its agents and ``lam // c_g`` to the others:
-    raising ``lam`` by one raises one agent's rank by one, so ``M_k`` is non-decreasing
-    in every index. Ranks above ``max_rank[g]`` become ``s_g + 1`` (``+inf``). The family
-    of common relative ranks ``x`` (:meth:`at`) sets ``lam_g = ceil(x c_g (s_g + 1))``.
+    Group ``g`` (``c_g`` agents of ``s_g``) at index ``lam`` gives rank ``lam // c_g + 1``
+    to ``lam % c_g`` agents, ``lam // c_g`` to the others (``s_g + 1``, ``+inf``, above its
+    limit); :meth:`at` is the common relative rank ``x``: ``lam_g = ceil(x c_g (s_g + 1))``.
     """
 
     def __init__(self, sizes, max_ranks, columns: FastColumns, k: int, level: float):
@@ -292,17 +223,13 @@ class _Family:
         self.members = [[j for j, s in enumerate(sizes) if s == size] for size in distinct]
         self.sizes = np.asarray(distinct, dtype=np.int64)
         self.counts = np.asarray([len(g) for g in self.members], dtype=np.int64)
-        self.limits = np.asarray(
-            [
-                size if max_ranks is None else min(max_ranks[group[0]], size)
-                for size, group in zip(distinct, self.members, strict=True)
-            ],
-            dtype=np.int64,
-        )
-        self.lowest = self.counts
-        self.highest = self.counts * (np.minimum(self.limits, self.sizes) + 1)
-        #: The best index found so far (``M_k >= level``, smallest value) and its value.
-        self.best: tuple[float, np.ndarray] | None = None
+        limits = [
+            size if max_ranks is None else min(max_ranks[g[0]], size)
+            for size, g in zip(distinct, self.members, strict=True)
+        ]
+        self.limits = np.asarray(limits, dtype=np.int64)  # at most the sizes
+        self.lowest, self.highest = self.counts, self.counts * (self.limits + 1)
+        self.best: tuple[float, np.ndarray] | None = None  # the least feasible M_k, its index
 
     def _found(self, index: np.ndarray) -> np.ndarray:
         """Record a feasible ``index`` the search moved to (each move lowers ``M_k``)."""
@@ -317,7 +244,7 @@ class _Family:
             base, extra = divmod(int(lam), int(count))
             for position, agent in enumerate(members):
                 rank = base + 1 if position < extra else base
-                out[agent] = rank if rank <= min(limit, size) else int(size) + 1
+                out[agent] = rank if rank <= limit else int(size) + 1
         return tuple(out)
 
     def value(self, index) -> float:
@@ -330,37 +257,33 @@ class _Family:
 
     def finite(self, index) -> int:
         """Number of agents sending a finite message at ``index``."""
-        over = np.maximum(np.asarray(index) - self.counts * np.minimum(self.limits, self.sizes), 0)
+        over = np.maximum(np.asarray(index) - self.counts * self.limits, 0)
         return int(np.sum(self.counts - over))
 
     def at(self, x: float) -> np.ndarray:
         raw = np.ceil(x * self.counts * (self.sizes + 1.0)).astype(np.int64)
         return np.clip(raw, self.lowest, self.highest)
 
-    def _bisect(self, low: float, high: float, inside) -> float:
-        """Largest ``x`` in ``[low, high]`` with ``inside(x)`` (``inside(low)`` holds)."""
-        for _ in range(_BISECTION_STEPS):
-            middle = 0.5 * (low + high)
-            low, high = (middle, high) if inside(middle) else (low, middle)
-        return low
-
     def start(self) -> np.ndarray | None:
-        """Smallest family index with ``M_k >= level``, by bisection in ``x``.
+        """The least family index with ``M_k >= level``, by bisection in ``x``.
 
-        ``M_k`` is non-decreasing in ``x`` while at least ``k`` messages are finite,
-        i.e. up to the largest such ``x`` (found first).
+        ``M_k`` is non-decreasing in ``x`` while ``k`` messages are finite: up to ``top``.
         """
         if self.finite(self.at(0.0)) < self.k:
             return None
         top = 1.0
         if self.finite(self.at(1.0)) < self.k:
-            top = self._bisect(0.0, 1.0, lambda x: self.finite(self.at(x)) >= self.k)
-        high_index, low_index = self.at(top), self.at(0.0)
+            low = 0.0
+            for _ in range(_BISECTION_STEPS):
+                middle = 0.5 * (low + top)
+                enough = self.finite(self.at(middle)) >= self.k
+                low, top = (middle, top) if enough else (low, middle)
+            top = low
+        low, high, low_index, high_index = 0.0, top, self.at(0.0), self.at(top)
         if self.value(high_index) < self.level:
             return None
         if self.value(low_index) >= self.level:
             return self._found(low_index)
-        low, high = 0.0, top
         for _ in range(_BISECTION_STEPS):
             middle = 0.5 * (low + high)
             index = self.at(middle)
@@ -403,18 +326,12 @@ class _Family:
             low = high - step
         low = max(low, int(self.lowest[group]) - 1)
         while high - low > 1:
-            trial[group] = (low + high) // 2
-            if self.value(trial) >= self.level:
-                high = int(trial[group])
-            else:
-                low = int(trial[group])
+            middle = trial[group] = (low + high) // 2
+            low, high = (low, middle) if self.value(trial) >= self.level else (middle, high)
         trial[group] = high
 
     def staircase(self, index: np.ndarray) -> np.ndarray:
-        """Pairwise moves: ``g`` rises step by step, ``h`` falls as far as feasible.
-
-        Tried for every ordered pair of groups; the best configuration found is kept.
-        """
+        """The best of the moves raising one group step by step, another as low as feasible."""
         best, best_value = index, self.value(index)
         if not 2 <= index.size <= _EXCHANGE_GROUPS:
             return best
@@ -437,11 +354,7 @@ class _Family:
 
 
 def _server_ranks(sizes: tuple[int, ...], level: Fraction) -> tuple[int, ...]:
-    """The server ranks tried: all of them, or the best of the equal-size frontier.
-
-    With more than 16 agents, the three best of the frontier at the median size (and
-    their neighbours while ``m <= 64``).
-    """
+    """All server ranks, or the 3 best at the median size (with neighbours up to 64 agents)."""
     m = len(sizes)
     if m <= _ALL_SERVER_RANKS:
         return tuple(range(1, m + 1))
@@ -458,58 +371,22 @@ def _server_ranks(sizes: tuple[int, ...], level: Fraction) -> tuple[int, ...]:
 def unequal_table(
     sizes: tuple[int, ...], level: Fraction, max_ranks: tuple[int, ...] | None = None
 ) -> tuple[Table | None, bool]:
-    """Agents' ranks and server rank with the smallest certified coverage reaching ``level``.
+    """The searched table of least certified ``M_k >= level``, and whether no budget ran out.
 
-    For every server rank ``k`` tried (:func:`_server_ranks`): the smallest configuration
-    on the family of common relative ranks ``l_j ~ x (n_j + 1)`` (which includes the
-    Appendix A.1 ranks of Humbert et al. 2023 at ``x = level``); for the three ``k``
-    whose start is closest to the level (with at most 64 agents), descents and staircase
-    moves while the coverage stays at or above the level. The search stops where its
-    work budget (:data:`SEARCH_CELLS`) runs out, keeping the best configuration found
-    for each ``k``; the best ones are certified within :data:`CERTIFY_CELLS` (ties go to
-    the smaller ``k``).
-
-    Parameters
-    ----------
-    sizes : tuple of int
-        Public sizes ``n_j``.
-    level : Fraction
-        Target coverage.
-    max_ranks : tuple of int or None
-        Per-agent largest rank allowed; larger ranks send ``+inf``.
-
-    Returns
-    -------
-    table : Table or None
-        None when no configuration reaches the level (or none could be certified).
-    complete : bool
-        False when a budget ran out.
+    Agent ``j``'s rank is at most ``max_ranks[j]`` (``+inf`` above); ties go to the first
+    found. The table is None when no configuration reaches (or could certify) the level.
     """
     search, budget = WorkBudget(SEARCH_CELLS), WorkBudget(CERTIFY_CELLS)
     found = _searched(sizes, level, max_ranks, FastColumns(sizes, search))
-    best: Table | None = None
-    for fast, family, index in found:
-        if best is not None and fast > float(best.coverage.key) + DECISION_MARGIN:
-            break
-        try:
-            table = _certified(family, index, fast, level, budget)
-        except OverBudget:
-            continue
-        if table is not None and (
-            best is None
-            or (
-                table.coverage.key < best.coverage.key
-                and not table.coverage.ties_with(best.coverage)
-            )
-        ):
-            best = table
+    certify = partial(_certified, level=level, budget=budget)
+    best = _least_certified(found, certify, lambda table: 0)  # ties go to the first found
     return best, not (search.exhausted or budget.exhausted)
 
 
 def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
-    """``(fast value, family, index)`` of the best configuration found for each ``k``.
+    """``(fast M_k, family, index)`` of the best configuration found for each ``k``, by value.
 
-    Sorted by value, then ``k``; as far as the budget of ``columns`` goes.
+    Family starts, then descents and staircases for the three best, within the budget.
     """
     families: list[_Family] = []
 
@@ -532,42 +409,36 @@ def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
     return [(fast, family, index) for fast, _, family, index in found()]
 
 
-def _certified(family: _Family, index, fast: float, level: Fraction, budget: WorkBudget):
-    """The configuration ``index``, certified; one rank higher if it is just below.
-
-    A fast value within ``DECISION_MARGIN`` of the level may sit on the wrong side of
-    it: then the largest group's index is raised by one (the smallest step up).
-    """
-    for _ in range(2):
-        ranks = family.ranks(index)
-        certified = certify_column(family.agent_sizes, ranks, budget)[family.k - 1]
-        if certified.key >= level:
-            return Table(family.agent_sizes, ranks, family.k, certified)
-        last = len(index) - 1  # groups are sorted by size
-        if fast > float(level) + DECISION_MARGIN or index[last] >= family.highest[last]:
-            return None
-        index = index.copy()
-        index[last] += 1
+def _certified(fast: float, family: _Family, index, *, level: Fraction, budget: WorkBudget):
+    """``index`` certified; if just below the level, the largest group one rank higher."""
+    last = len(index) - 1  # groups are sorted by size
+    try:
+        for _ in range(2):
+            ranks = family.ranks(index)
+            certified = certify_column(family.agent_sizes, ranks, budget)[family.k - 1]
+            if certified.key >= level:
+                return Table(family.agent_sizes, ranks, family.k, certified)
+            if fast > float(level) + DECISION_MARGIN or index[last] >= family.highest[last]:
+                return None
+            index = index.copy()
+            index[last] += 1
+    except OverBudget:
+        pass
     return None
 
 
 def threshold_sizes(sizes: tuple[int, ...]) -> list[int]:
-    """The smallest size, and the size ``s`` keeping the most scores, ``s #{n_j >= s}``.
-
-    Ties go to the smaller size (more agents).
-    """
+    """The smallest size, and the ``s`` keeping the most scores (ties to the smaller)."""
     ordered = np.sort(np.asarray(sizes))
     kept = ordered * (ordered.size - np.arange(ordered.size))  # s times #{n_j >= s}
     return sorted({int(ordered[0]), int(ordered[np.argmax(kept)])})
 
 
 def thresholded_table(sizes: tuple[int, ...], size: int, table: Table) -> Table:
-    """``table`` (equal, for the agents of at least ``size`` scores) for all agents.
+    """``table`` (equal) for the agents of ``size`` scores or more, ``+inf`` for the others.
 
-    The agents of at least ``size`` scores use a uniformly random subset of ``size``
-    and the table's rank; the others send ``+inf`` (the top of the range) without
-    reading their data. ``+inf`` messages are never among the ``k`` smallest of the
-    others' (``k`` is at most their number), so ``M_k`` is the equal table's.
+    Those use a random subset of ``size``, the others do not read their data; ``k`` is at
+    most the kept agents' number, so ``M_k`` is the equal table's.
     """
     rank = table.local_ranks[0]
     kept = [n >= size for n in sizes]

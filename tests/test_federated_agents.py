@@ -441,3 +441,86 @@ def test_processes_sharing_a_ledger_file_cannot_overspend_it(tmp_path):
     codes = [child.wait(timeout=120) for child in children]
     assert sorted(codes) == [0, 0, 3, 3]
     assert AgentLedger(1.0, path=path).spent == 1.0
+
+
+# ------------------------------------------------- the ledger file's identity
+def answers_one(ledger, wire):
+    """Whether ``ledger``'s agent sends a message for ``wire`` (False: refused)."""
+    try:
+        agent_message(parts_of(RACE_SIZES)[0], wire, 0, ledger=ledger, random_state=0)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links")
+def test_a_symlinked_ledger_path_writes_through_to_one_ledger(tmp_path):
+    """os.replace on a link would replace the link: the two names would then hold two
+    ledgers for the same rows (a reviewer's attack: 1.5 spent of 1.0)."""
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    by_real = AgentLedger(1.0, path=real)
+    link.symlink_to(real)
+    by_link = AgentLedger(1.0, path=link)
+    wires = race_plans()[:4]
+    sent = [answers_one(ledger, w) for ledger, w in zip([by_real, by_link] * 2, wires, strict=True)]
+    assert sent == [True, True, False, False] and link.is_symlink()
+    assert by_link.path == real.resolve()
+
+
+def test_a_relative_ledger_path_survives_a_change_of_directory(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    ledger = AgentLedger(1.0, path="agent.json")
+    first, second = race_plans()[:2]
+    assert answers_one(ledger, first)
+    monkeypatch.chdir(tmp_path / "b")
+    assert answers_one(ledger, second)
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_new_ledger_is_never_written_over_an_existing_one(tmp_path):
+    """Two agents start at once on a new path: the one that finds no file creates it
+    exclusively, so a file created meanwhile is read, never reset."""
+    path = tmp_path / "agent.json"
+    first = AgentLedger(1.0, path=path)
+    wires = race_plans()[:3]
+    assert answers_one(first, wires[0]) and answers_one(first, wires[1])
+    read = AgentLedger._read
+
+    def saw_no_file_first(self, *, missing_ok=False):
+        if missing_ok:  # the constructor's look, before the other agent's file appeared
+            return None
+        return read(self)
+
+    with mock.patch.object(AgentLedger, "_read", saw_no_file_first):
+        second = AgentLedger(1.0, path=path)
+    assert second.spent == 1.0 and not answers_one(second, wires[2])
+
+
+def test_an_in_memory_ledger_cannot_be_copied_but_a_file_ledger_can(tmp_path):
+    """A copy of an in-memory ledger (pickled to a worker, deep-copied) would hold the
+    same budget again for the same rows; a file ledger's copies share the file."""
+    import copy
+    import pickle
+
+    ledger = AgentLedger(1.0)
+    for duplicate in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match=r"cannot be copied or pickled: .* Give it a path"):
+            duplicate(ledger)
+    on_file = AgentLedger(1.0, path=tmp_path / "agent.json")
+    twin = pickle.loads(pickle.dumps(on_file))
+    wires = race_plans()[:3]
+    assert answers_one(on_file, wires[0]) and answers_one(twin, wires[1])
+    assert not answers_one(on_file, wires[2]) and twin.spent == 1.0
+
+
+@pytest.mark.skipif(os.name != "posix", reason="ledger files are locked on POSIX")
+def test_a_ledger_that_cannot_be_locked_says_which_ledger(tmp_path):
+    denied = PermissionError(13, "Permission denied")
+    with (
+        mock.patch("privconf_sklearn.federated._ledger.os.open", side_effect=denied),
+        pytest.raises(PermissionError, match=r"Cannot lock the agent ledger .*agent\.json"),
+    ):
+        AgentLedger(1.0, path=tmp_path / "agent.json")
+    assert list(tmp_path.iterdir()) == []

@@ -103,7 +103,9 @@ class AgentLedger:
     Messages on the same rows compose sequentially (Dwork and Roth 2014, Theorem 3.16):
     after answering messages of ``epsilon_1, ..., epsilon_r``, everything this agent
     sent is ``(epsilon_1 + ... + epsilon_r)``-DP in its rows, at most ``max_epsilon``.
-    Use one ledger per data set: new rows start a new ledger.
+    Use one ledger per data set: new rows start a new ledger. An in-memory ledger cannot
+    be copied or pickled (the copy would hold the same budget again); a ledger with a
+    file can, its copies sharing the file.
 
     Parameters
     ----------
@@ -114,7 +116,9 @@ class AgentLedger:
         file is read (it must record the same ``max_epsilon``); a missing one is written
         at once. Each reservation reads the file again and replaces it atomically,
         holding a lock (on POSIX, an ``flock`` on the companion ``.<name>.lock``) so that
-        threads and processes sharing the file answer one at a time.
+        threads and processes sharing the file answer one at a time. The path is resolved
+        once (symbolic links followed, relative to the current directory); a new file is
+        created exclusively, never over a ledger another agent has just created.
         None keeps the ledger in memory only.
 
     Raises
@@ -143,16 +147,23 @@ class AgentLedger:
             "AgentLedger",
         )
         self._max_epsilon: float = checked["max_epsilon"]
-        self._path = None if path is None else Path(path)
+        # Resolved once: a symlink is followed (the file it names is replaced, never the
+        # link) and a relative path survives a change of directory.
+        self._path = None if path is None else Path(os.path.realpath(path))
         self._lock = threading.Lock()
         self._answers: tuple[dict[str, Any], ...] = ()
         if self._path is not None:
-            if self._path.exists():
-                self._answers = self._read()
-            else:
-                self._write(self._answers)
+            with _file_lock(self._path):  # not between another agent's read and write
+                found = self._read(missing_ok=True)
+                self._answers = self._create() if found is None else found
 
     def __getstate__(self) -> dict[str, Any]:
+        if self._path is None:
+            raise TypeError(
+                "An in-memory AgentLedger cannot be copied or pickled: the copy would hold "
+                "the same budget again for the same rows. Give it a path (a ledger file) to "
+                "share it between processes."
+            )
         state = self.__dict__.copy()
         del state["_lock"]  # a lock belongs to its process
         return state
@@ -207,7 +218,7 @@ class AgentLedger:
         """
         held = nullcontext() if self._path is None else _file_lock(self._path)
         with self._lock, held:
-            answers = self._read() if self._path is not None else self._answers
+            answers = self._answers if self._path is None else self._existing()
             if answers[: len(self._answers)] != self._answers:
                 raise LedgerFileError(
                     f"The ledger file {self._path} no longer holds the answers this ledger "
@@ -229,11 +240,14 @@ class AgentLedger:
             self._answers = updated
 
     # --------------------------------------------------------------- the file
-    def _read(self) -> tuple[dict[str, Any], ...]:
+    def _read(self, *, missing_ok: bool = False) -> tuple[dict[str, Any], ...] | None:
+        """The file's answers (None for a missing file when ``missing_ok``)."""
         assert self._path is not None
         try:
             answers = _parse(json.loads(self._path.read_text(encoding="utf-8")), self._max_epsilon)
         except FileNotFoundError:
+            if missing_ok:
+                return None
             raise LedgerFileError(
                 f"The agent ledger file {self._path} was deleted: refusing to start from an "
                 "empty ledger."
@@ -246,7 +260,37 @@ class AgentLedger:
             ) from None
         return answers
 
+    def _existing(self) -> tuple[dict[str, Any], ...]:
+        """The file's answers (:class:`LedgerFileError` if it is missing)."""
+        found = self._read()
+        assert found is not None  # a missing file raised
+        return found
+
+    def _create(self) -> tuple[dict[str, Any], ...]:
+        """Write an empty ledger where there is none; never over one (a hard link is exclusive)."""
+        assert self._path is not None
+        temporary = self._written((), "create")
+        try:
+            os.link(temporary, self._path)
+        except FileExistsError:  # created meanwhile (only possible without flock): read it
+            return self._existing()
+        except OSError as error:
+            raise type(error)(f"Cannot create the agent ledger {self._path}: {error}") from error
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+        return ()
+
     def _write(self, answers: tuple[dict[str, Any], ...]) -> None:
+        assert self._path is not None
+        temporary = self._written(answers, "write")
+        try:
+            os.replace(temporary, self._path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def _written(self, answers: tuple[dict[str, Any], ...], action: str) -> str:
+        """A temporary file beside the ledger holding ``answers``, flushed and synced."""
         assert self._path is not None
         payload = {
             "format": _FORMAT,
@@ -255,17 +299,21 @@ class AgentLedger:
             "answers": list(answers),
         }
         text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
-        folder = self._path.parent
-        handle, temporary = tempfile.mkstemp(prefix=f".{self._path.name}.", dir=folder)
+        try:
+            handle, temporary = tempfile.mkstemp(
+                prefix=f".{self._path.name}.", dir=self._path.parent
+            )
+        except OSError as error:
+            raise type(error)(f"Cannot {action} the agent ledger {self._path}: {error}") from error
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(text)
                 stream.flush()
                 os.fsync(stream.fileno())
-            os.replace(temporary, self._path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+        return temporary
 
 
 #: One lock per ledger file (resolved path) for the threads of this process.
@@ -277,17 +325,20 @@ _FILE_LOCKS_GUARD = threading.Lock()
 def _file_lock(path: Path) -> Iterator[None]:
     """Hold ``path``'s lock: this process's threads, then other processes (POSIX ``flock``)."""
     with _FILE_LOCKS_GUARD:
-        lock = _FILE_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+        lock = _FILE_LOCKS.setdefault(str(path), threading.Lock())  # path is resolved
     with lock:
         if fcntl is None:  # pragma: no cover - Windows
             yield
             return
-        with open(path.with_name(f".{path.name}.lock"), "a", encoding="utf-8") as stream:
-            fcntl.flock(stream.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+        try:
+            handle = os.open(path.with_name(f".{path.name}.lock"), os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise type(error)(f"Cannot lock the agent ledger {path}: {error}") from error
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # releases the flock
 
 
 def _total(answers) -> Fraction | float:

@@ -735,16 +735,29 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
                 UnseenGroupWarning,
             )
         elif n > 0 and self._every_output_trivial(result, X):
-            reason = self.calibration_.reason
-            warn_at_caller(
-                f"Every one of the {n} prediction {self._output_name} is trivial "
-                f"({self._trivial_output}): the calibration released "
-                f"{self._trivial_release}. {reason[:1].upper() + reason[1:]} See "
-                f"calibration_ and {self._forecast_call} for why, and how many rows would "
-                "help.",
-                UninformativePredictionWarning,
-            )
+            warn_at_caller(self._trivial_outputs_message(n), UninformativePredictionWarning)
         return result
+
+    def _trivial_outputs_message(self, n: int) -> str:
+        """Why every one of ``n`` outputs is trivial: the release, or the model's scores."""
+        head = (
+            f"Every one of the {n} prediction {self._output_name} is trivial "
+            f"({self._trivial_output}): "
+        )
+        if self.calibration_.informative:
+            return head + (
+                "the calibrated threshold is informative, but the model's scores for these "
+                "inputs all lie beyond it (a model that does not separate them, or whose "
+                "scores sit at the top of the range): check the model on non-sensitive "
+                "data, for example with SplitConformal."
+            )
+        reason = getattr(self.calibration_, "reason", "").strip()
+        if reason:
+            reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".") + " "
+        return head + (
+            f"the calibration released {self._trivial_release}. {reason}See calibration_ "
+            f"and {self._forecast_call} for why, and how many rows would help."
+        )
 
     #: What :meth:`predict_set` returns, what a trivial one is, what the calibration
     #: released to make it so and the forecast to ask, for its warning.

@@ -119,3 +119,24 @@ def test_no_feasible_size_at_all_gives_a_trivial_release_not_an_error(mechanism)
     assert not calibration.informative and calibration.threshold == 1.0
     with pytest.raises(ValueError, match=r"epsilon=1e-300\) at alpha = 0\.1"):
         mechanism.min_informative_samples(0.1)
+
+
+def test_every_set_full_under_an_informative_threshold_blames_the_model():
+    """A model that does not separate the labels (a prior-only dummy on balanced classes)
+    puts every label in every set although the released threshold is informative: the
+    warning says so instead of blaming the release."""
+    from sklearn.dummy import DummyClassifier
+
+    from privconf_sklearn import PrivateConformalClassifier, UninformativePredictionWarning
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(400, 3)), np.tile([0, 1], 200)
+    model = DummyClassifier(strategy="prior").fit(X, y)
+    pcc = PrivateConformalClassifier(model, mechanism=SplitConformal(), alpha=0.1)
+    pcc.fit_calibrate(X, y)
+    assert pcc.calibration_.informative
+    with pytest.warns(UninformativePredictionWarning) as record:
+        assert pcc.predict_set(X[:5]).all()
+    message = str(record[0].message)
+    assert "the calibrated threshold is informative, but the model's scores" in message
+    assert "released" not in message and "  " not in message

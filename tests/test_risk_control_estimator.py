@@ -276,6 +276,23 @@ def test_mondrian_groups(data, model):
     assert sets[~sign(X_test)].all()  # an unseen group gets every label
 
 
+def test_mondrian_groups_all_trivial_warn_without_crashing(data, model):
+    """Every group too small to certify alpha: every set holds every label, and
+    predict_set warns (a Mondrian risk record has no single reason to quote)."""
+    _, _, X_cal, Y_cal, X_test, _ = data
+
+    def sign(X):
+        return np.asarray(X)[:, 0] > 0
+
+    crc = PrivateRiskControlClassifier(
+        model, mechanism=ExponCRC(0.5), mondrian=sign, group_sizes="public", random_state=0
+    )
+    with pytest.warns(InfeasibleCalibrationWarning):
+        crc.fit_calibrate(X_cal[:40], Y_cal[:40])
+    with pytest.warns(UninformativePredictionWarning, match="most conservative threshold"):
+        assert crc.predict_set(X_test).all()
+
+
 def test_forecast_is_data_free(model):
     crc = PrivateRiskControlClassifier(model, mechanism=ExponCRC(1.0), alpha=0.1)
     forecast = crc.forecast(2000)

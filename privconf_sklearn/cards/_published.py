@@ -39,6 +39,10 @@ class PublishedCard:
     #: Schema name and version written in every serialised card of the class.
     schema: ClassVar[str]
     schema_version: ClassVar[int]
+    #: Whether an unsigned card writes ``"signature": null`` (a kind of card whose first
+    #: schema had no signature writes the key only when signed, so that readers of that
+    #: schema still read its unsigned cards).
+    writes_unsigned_signature: ClassVar[bool] = True
 
     # Fields of the card records (declared by the dataclasses that derive from this).
     diagnostics: Any
@@ -90,12 +94,10 @@ class PublishedCard:
     def to_dict(self, *, include_owner_diagnostics: bool = False) -> dict:
         """The card as plain data, in schema order (see :meth:`to_json`)."""
         owner = self._owner_output(include_owner_diagnostics)
-        data = {
-            **self.digest_payload(),
-            "formal_sha256": self.formal_sha256,
-            "signature": to_plain(self.signature),
-            "diagnostics": to_plain(self.diagnostics),
-        }
+        data = {**self.digest_payload(), "formal_sha256": self.formal_sha256}
+        if self.signature is not None or self.writes_unsigned_signature:
+            data["signature"] = to_plain(self.signature)
+        data["diagnostics"] = to_plain(self.diagnostics)
         if owner is not None:
             data["owner_diagnostics"] = owner
         return data
@@ -128,7 +130,7 @@ class PublishedCard:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Any:
-        """Read a card from JSON text (see ``from_dict`` for the errors)."""
+        """Read a card from JSON text (the errors are those of ``from_dict``)."""
         return cls.from_dict(loads(text))
 
     @classmethod
@@ -156,7 +158,9 @@ class PublishedCard:
         against accidental edits only: whoever edits a card can recompute it. Only the
         holder of ``private_key`` can make a signature that verifies under the matching
         public key (``verify_card(card, public_key=...)``). Owner diagnostics are never
-        signed. Needs ``cryptography`` (``pip install "privconf_sklearn[sign]"``).
+        signed. Needs ``cryptography`` (``pip install "privconf_sklearn[sign]"``). Sign a
+        contract card after :meth:`~privconf_sklearn.cards.ContractCard.evaluate`, which
+        refuses a signed card.
 
         Parameters
         ----------
@@ -165,8 +169,8 @@ class PublishedCard:
 
         Returns
         -------
-        card
-            A card of the same class.
+        ContractCard or RiskCard
+            A signed copy of this card.
         """
         from ._signing import sign_payload
 

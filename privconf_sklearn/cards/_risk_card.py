@@ -351,7 +351,8 @@ class RiskCard(PublishedCard, Record):
         NOT covered by the privacy guarantee: the counts of calibration rows that broke
         an assumption of the risk guarantee. Written only on request.
     signature : Signature or None, default=None
-        Ed25519 signature of the formal and diagnostic layers (:meth:`sign`).
+        Ed25519 signature of the formal and diagnostic layers (:meth:`sign`), written
+        only when present (readers of unsigned risk cards need not know the field).
     formal_sha256 : str, default=""
         SHA-256 of the formal layer; computed when empty.
 
@@ -377,6 +378,7 @@ class RiskCard(PublishedCard, Record):
 
     schema: ClassVar[str] = RISK_SCHEMA
     schema_version: ClassVar[int] = RISK_SCHEMA_VERSION
+    writes_unsigned_signature: ClassVar[bool] = False  # version 1 cards had no signature
 
     contract: RiskContract | None
     configuration: RiskSetup

@@ -60,6 +60,25 @@ def test_two_clusters_at_once_do_not_clash(client):
     assert len(set(ports)) == 2 and 8787 not in ports
 
 
+def test_the_scheduler_serves_only_its_health_check(client):
+    """No dashboard, worker list, identity or proxy page: only /health answers."""
+    import urllib.error
+    import urllib.request
+
+    port = client.scheduler_info()["services"]["dashboard"]
+
+    def status(route):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{route}", timeout=10) as page:
+                return page.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    assert status("/health") == 200
+    for route in ("/status", "/json/identity.json", "/info/main/workers.html", "/proxy/8786/x"):
+        assert status(route) == 404, route
+
+
 @pytest.mark.parametrize("chunks", [(997, 8), (250, 3), (5000, 8)])
 def test_classifier_sets_equal_in_memory_sets(client, classifier, chunks):
     X = np.random.default_rng(1).normal(size=(5000, 8))

@@ -78,9 +78,9 @@ def local_cluster(n_workers: int = 2, *, threads_per_worker: int = 1, memory_lim
 
     Scheduler and workers listen on TCP on the loopback interface (also with
     ``processes=False``, where dask would otherwise use in-process transport). The
-    dashboard is disabled; the scheduler's remaining HTTP endpoint (health checks,
-    metrics) listens on the loopback as well, at a free port (two clusters on one machine
-    do not clash).
+    dashboard is disabled; the scheduler's remaining HTTP endpoint listens on the loopback
+    as well, at a free port (two clusters on one machine do not clash), and serves only
+    dask's health check (``/health``).
     Yields the connected ``Client`` (the default scheduler inside the block) and closes
     cluster and client on exit.
 
@@ -95,9 +95,20 @@ def local_cluster(n_workers: int = 2, *, threads_per_worker: int = 1, memory_lim
     processes : bool, default=True
         Separate worker processes (``False``: threads in this process, for tests).
     """
+    import dask
     from distributed import Client, LocalCluster
 
+    # The scheduler always serves HTTP: on the loopback, at a free port (dask's default,
+    # 8787, clashes with any other cluster), with the dashboard off and only the health
+    # check among dask's pages (no worker lists, identities or proxies). Workers likewise.
+    only_health = ["distributed.http.health"]
     with (
+        dask.config.set(
+            {
+                "distributed.scheduler.http.routes": only_health,
+                "distributed.worker.http.routes": only_health,
+            }
+        ),
         LocalCluster(
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
@@ -105,9 +116,6 @@ def local_cluster(n_workers: int = 2, *, threads_per_worker: int = 1, memory_lim
             memory_limit=memory_limit,
             host="127.0.0.1",
             protocol="tcp://",
-            # The scheduler always serves HTTP (health checks, metrics): on the loopback,
-            # at a free port (dask's default, 8787, clashes with any other cluster), and
-            # without the dashboard's pages.
             dashboard_address="127.0.0.1:0",
             scheduler_kwargs={"dashboard": False},
             worker_dashboard_address=None,

@@ -88,7 +88,13 @@ class _Request:
         return PrivateChoice(gamma, n_bins, table, *map(tuple, zip(*columns, strict=True)))
 
     def top_probability(self, n: int, q: float, n_bins: int) -> float:
-        """P(the top edge) for ``n`` scores spread evenly over the bins (two geometric sums)."""
+        """P(the agent releases the top edge) on idealised scores spread evenly over the bins.
+
+        Edge ``j`` then has ``n (j - 1) / B`` scores below it and ``n (B - j) / B`` above,
+        so the exponent of its weight (the scaling's ``slopes`` per score below and above,
+        :class:`~._correction.AgentScaling`) falls linearly up to the ``kink`` and rises
+        after it: the normaliser is two geometric sums (the user guide's FedCP2-QQ page).
+        """
         slope_below, slope_above = self.scaling.slopes(q, min(self.epsilon, SATURATING_EPSILON))
         step_below, step_above = slope_below * n / n_bins, slope_above * n / n_bins
         # Edges 1..kink: exponent step_above (B - j) (decreasing); kink+1..B: step_below (j - 1).
@@ -130,6 +136,7 @@ def _equal_candidates(m: int, n: int, request: _Request, gamma: float, n_agents:
         return []
     frontier = qq_frontier(m, n, level)
     ranks = np.asarray(frontier.ranks)
+    # Server ranks by fast value, then local rank, then k: the first usable is the best.
     order = np.lexsort((np.arange(m), ranks, np.asarray(frontier.values)))
     sorted_ranks = ranks[order]
     found = []  # (B, limit, k, target rank)
@@ -240,8 +247,8 @@ def _unequal_choice(sizes, request: _Request) -> PrivateChoice | None:
     candidates = [] if searched is None else [searched]
     for size in [min(sizes)] if complete else threshold_sizes(sizes):
         kept = sum(n >= size for n in sizes)
-        at = replace(request, gammas=(anchor.gamma,)) if anchor and kept < m else request
-        choice = _equal_choice(kept, size, at, m)
+        kept_request = replace(request, gammas=(anchor.gamma,)) if anchor and kept < m else request
+        choice = _equal_choice(kept, size, kept_request, m)
         if choice is not None:
             table = thresholded_table(sizes, size, choice.table)
             candidates.append(request.choice(choice.gamma, choice.n_bins, table, m))

@@ -209,19 +209,22 @@ def equal_table(m: int, n: int, level: Fraction, max_rank: int | None = None) ->
     return _least_certified(candidates, certified, attrgetter("local_ranks", "server_rank"))
 
 
-class _Family:
-    """Agents grouped by size at server rank ``k``, each group's ranks one monotone index.
+class _GroupedRanks:
+    """The agents' ranks at server rank ``k``, one monotone index per group of equal size.
 
-    Group ``g`` (``c_g`` agents of ``s_g``) at index ``lam`` gives rank ``lam // c_g + 1``
-    to ``lam % c_g`` agents, ``lam // c_g`` to the others (``s_g + 1``, ``+inf``, above its
-    limit); :meth:`at` is the common relative rank ``x``: ``lam_g = ceil(x c_g (s_g + 1))``.
+    Group ``g`` (``c_g`` agents of size ``s_g``) at index ``i_g`` gives rank
+    ``i_g // c_g + 1`` to ``i_g % c_g`` of its agents and ``i_g // c_g`` to the others
+    (``s_g + 1``, the ``+inf`` message, above the group's limit): raising an index by one
+    raises one agent's rank by one, so ``M_k`` is non-decreasing in every index. The
+    family of common relative ranks ``x`` (:meth:`at`) sets ``i_g = ceil(x c_g (s_g + 1))``
+    and includes the Appendix A.1 ranks of Humbert et al. (2023) at ``x = level``.
     """
 
     def __init__(self, sizes, max_ranks, columns: FastColumns, k: int, level: float):
         self.agent_sizes, self.columns, self.k, self.level = sizes, columns, k, level
         distinct = sorted(set(sizes))
         self.members = [[j for j, s in enumerate(sizes) if s == size] for size in distinct]
-        self.sizes = np.asarray(distinct, dtype=np.int64)
+        self.group_sizes = np.asarray(distinct, dtype=np.int64)
         self.counts = np.asarray([len(g) for g in self.members], dtype=np.int64)
         limits = [
             size if max_ranks is None else min(max_ranks[g[0]], size)
@@ -237,22 +240,24 @@ class _Family:
         return index
 
     def ranks(self, index) -> tuple[int, ...]:
+        """Every agent's rank, in agent order, at the groups' ``index``."""
         out = [0] * len(self.agent_sizes)
-        for lam, count, size, limit, members in zip(
-            index, self.counts, self.sizes, self.limits, self.members, strict=True
+        for group_index, count, size, limit, members in zip(
+            index, self.counts, self.group_sizes, self.limits, self.members, strict=True
         ):
-            base, extra = divmod(int(lam), int(count))
+            base, extra = divmod(int(group_index), int(count))
             for position, agent in enumerate(members):
                 rank = base + 1 if position < extra else base
                 out[agent] = rank if rank <= limit else int(size) + 1
         return tuple(out)
 
     def value(self, index) -> float:
+        """Fast ``M_k`` at the groups' ``index``."""
         return self.columns(self.ranks(index), self.k)
 
     def start_cost(self) -> float:
         """About the work of :meth:`start`: one evaluation per step of its bisection."""
-        steps = math.log2(float(np.sum(self.counts * (self.sizes + 1)))) + 2
+        steps = math.log2(float(np.sum(self.counts * (self.group_sizes + 1)))) + 2
         return self.columns.cost(self.ranks(self.at(0.5)), self.k) * steps
 
     def finite(self, index) -> int:
@@ -261,7 +266,8 @@ class _Family:
         return int(np.sum(self.counts - over))
 
     def at(self, x: float) -> np.ndarray:
-        raw = np.ceil(x * self.counts * (self.sizes + 1.0)).astype(np.int64)
+        """The groups' index at the common relative rank ``x`` (clipped to each range)."""
+        raw = np.ceil(x * self.counts * (self.group_sizes + 1.0)).astype(np.int64)
         return np.clip(raw, self.lowest, self.highest)
 
     def start(self) -> np.ndarray | None:
@@ -299,7 +305,7 @@ class _Family:
 
     def descend(self, index: np.ndarray) -> np.ndarray:
         """Lower single group indices while ``M_k`` stays at or above ``level`` (best first)."""
-        movable = np.argsort(self.sizes)[::-1][:_DESCENT_GROUPS]
+        movable = np.argsort(self.group_sizes)[::-1][:_DESCENT_GROUPS]
         for _ in range(_DESCENT_STEPS):
             best, best_value = None, self.value(index)
             for g in movable:
@@ -388,14 +394,14 @@ def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
 
     Family starts, then descents and staircases for the three best, within the budget.
     """
-    families: list[_Family] = []
+    families: list[_GroupedRanks] = []
 
     def found():
         return sorted((f.best[0], f.k, f, f.best[1]) for f in families if f.best is not None)
 
     try:
         for k in _server_ranks(sizes, level):
-            family = _Family(sizes, max_ranks, columns, k, float(level))
+            family = _GroupedRanks(sizes, max_ranks, columns, k, float(level))
             if family.start_cost() > columns.budget.left:  # it would be cut: do not start
                 columns.budget.exhausted = True
                 break
@@ -409,7 +415,7 @@ def _searched(sizes, level: Fraction, max_ranks, columns: FastColumns):
     return [(fast, family, index) for fast, _, family, index in found()]
 
 
-def _certified(fast: float, family: _Family, index, *, level: Fraction, budget: WorkBudget):
+def _certified(fast: float, family: _GroupedRanks, index, *, level: Fraction, budget: WorkBudget):
     """``index`` certified; if just below the level, the largest group one rank higher."""
     last = len(index) - 1  # groups are sorted by size
     try:

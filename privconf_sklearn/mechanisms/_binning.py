@@ -77,8 +77,9 @@ def bin_counts(scores: np.ndarray, n_bins: int) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
     n = scores.shape[0]
     # Bin indices are collected for ``chunk`` scores before one bincount, so that the
-    # O(m) cost of each bincount is spread over at least 2 (m + 1) scores.
-    chunk = max(_BLOCK, min(n, 2 * (m + 1)))
+    # O(m) cost of each bincount is spread over at least 4 (m + 1) scores (the index
+    # buffer is then at most 32 bytes per bin, and never larger than the scores).
+    chunk = max(_BLOCK, min(n, 4 * (m + 1)))
     counts = np.zeros(m + 1, dtype=np.int64)
     index = np.empty(min(chunk, n), dtype=np.intp)
     ceiling = np.empty(_BLOCK)

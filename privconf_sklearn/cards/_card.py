@@ -32,7 +32,7 @@ from ..metrics import (
 from ..mondrian import MondrianCalibration
 from ..privacy import ADJACENCIES, PrivacyGuarantee
 from ..risk_control import PrivateRiskControlClassifier
-from ._codec import CardFormatError, canonical_bytes, decode, plain_value
+from ._codec import CardFormatError, canonical_bytes, plain_value
 from ._contract import CLAUSES, Clause, Contract, check_contract, decision_of
 from ._published import OwnerDiagnosticsWarning, PublishedCard
 from ._records import (
@@ -51,11 +51,7 @@ from ._records import (
     Signature,
     Text,
     TrainingPrivacy,
-    decode_field,
-    json_object,
     optional,
-    schema_of,
-    to_plain,
 )
 from ._selection import contract_spend
 from ._training import describe_estimator, stated_training, training_privacy
@@ -101,15 +97,6 @@ ARGUMENTS = {
 }
 CLAUSE_LIST = [Items(Nested(Clause), max_length=len(CLAUSES))]
 DECISIONS = [StrOptions({"feasible", "infeasible", "unchecked"})]
-#: JSON paths of the card's fields outside ``formal.<name>``.
-_PATHS = {
-    "training_privacy": "formal.privacy.training",
-    "calibration_privacy": "formal.privacy.calibration",
-    "diagnostics": "diagnostics",
-    "owner_diagnostics": "owner_diagnostics",
-    "signature": "signature",
-    "formal_sha256": "formal_sha256",
-}
 
 
 def check_arguments(owner: str, **values) -> dict[str, Any]:
@@ -387,6 +374,7 @@ class ContractCard(PublishedCard, Record):
 
     schema: ClassVar[str] = SCHEMA
     schema_version: ClassVar[int] = SCHEMA_VERSION
+    extra_formal_names: ClassVar[tuple[str, ...]] = ("selection",)
 
     contract: Contract | None
     configuration: Configuration
@@ -771,65 +759,9 @@ class ContractCard(PublishedCard, Record):
             setattr(self.diagnostics, name, value)
         return self
 
-    # ------------------------------------------------------------ serialising
-    def formal_dict(self) -> dict:
-        """The formal layer as plain data."""
-        return {
-            "contract": to_plain(self.contract),
-            "configuration": to_plain(self.configuration),
-            "privacy": {
-                "training": to_plain(self.training_privacy),
-                "calibration": to_plain(self.calibration_privacy),
-            },
-            "calibrations": to_plain(self.calibrations),
-            "clauses": to_plain(self.clauses),
-            "decision": self.decision,
-            "selection": to_plain(self.selection),
-        }
-
     @classmethod
-    def from_dict(cls, data: Any) -> ContractCard:
-        """Inverse of :meth:`to_dict`; also takes ``json.loads`` output.
-
-        Raises
-        ------
-        CardFormatError
-            If the schema name or version is not this library's, or a field is
-            missing, unknown or invalid (the message names its path).
-        """
-        required = ("schema", "schema_version", "formal", "formal_sha256")
-        data = json_object(
-            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
-        )
-        _check_version(data["schema"], data["schema_version"])
-        names = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
-        formal = json_object(data["formal"], "formal", (*names, "selection"))
-        privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
-        values = {
-            **formal,
-            "training_privacy": privacy["training"],
-            "calibration_privacy": privacy["calibration"],
-            "diagnostics": Diagnostics()
-            if data.get("diagnostics") is None
-            else data["diagnostics"],
-            "owner_diagnostics": data.get("owner_diagnostics", {}),
-            "signature": data.get("signature"),
-            "formal_sha256": data["formal_sha256"],
-        }
-        schema = schema_of(cls)
-        try:
-            return cls(
-                **{
-                    name: decode_field(
-                        schema[name], values[name], _PATHS.get(name, f"formal.{name}")
-                    )
-                    for name in schema
-                }
-            )
-        except CardFormatError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise CardFormatError(f"card: {exc}") from exc
+    def _check_schema(cls, schema: Any, version: Any) -> None:
+        _check_version(schema, version)
 
     def _render_markdown(self, owner_diagnostics: Any) -> str:
         from ._markdown import render_markdown

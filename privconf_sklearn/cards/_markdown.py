@@ -205,10 +205,8 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
     """
     title, notes = _notes(card)
     cal, train, selection = card.calibration_privacy, card.training_privacy, card.selection
-    rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
     released = card.calibrations[0].release is not None
     grouped = card.configuration.groups is not None
-    signature, covered = _signature(card)
     sections = [
         ("Contract", _contract(card.contract, grouped)),
         ("Configuration", _fields(card.configuration)),
@@ -224,6 +222,14 @@ def render_markdown(card, owner_diagnostics: dict | None = None) -> str:
         rule = f"\nRule: {selection.rule}\n\n"
         text = _table(SELECTION, selection) + rule + _table(CANDIDATE, *selection.candidates)
         sections.append(("Selection summary (certificate-aware search)", text))
+    return _page(card, title, notes, sections, owner_diagnostics)
+
+
+def _page(card, title: str, notes: str, sections, owner_diagnostics) -> str:
+    """The Markdown page of any card: title, budget, notes, formal sections, diagnostics."""
+    cal, train = card.calibration_privacy, card.training_privacy
+    rho = "" if cal.rho is None else f", rho = {_fmt(cal.rho)}"
+    signature, covered = _signature(card)
     return TEMPLATE.substitute(
         title=title,
         budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)}{rho} "
@@ -272,22 +278,8 @@ def render_risk_markdown(card, owner_diagnostics: dict | None = None) -> str:
     -------
     str
     """
-    cal, train = card.calibration_privacy, card.training_privacy
     trivial = [e.group for e in card.calibrations if e.release and not e.release.informative]
     title = card.decision.upper() + (" — UNINFORMATIVE (every label)" if trivial else "")
     notes = "".join(note + "\n\n" for note in _decision_notes(card))
-    signature, covered = _signature(card)
-    text = TEMPLATE.substitute(
-        title=title,
-        budget=f"calibration epsilon = {_fmt(cal.epsilon)}, delta = {_fmt(cal.delta)} "
-        f"({cal.notion}, {cal.adjacency} adjacency{'' if cal.holds else ', NOT HOLDING'}); "
-        f"training epsilon = {_fmt(train.epsilon)}, delta = {_fmt(train.delta)} "
-        f"({train.source}).",
-        notes=notes,
-        formal="".join(f"### {heading}\n\n{body}\n" for heading, body in _risk_sections(card)),
-        digest=card.formal_sha256,
-        signature=signature,
-        covered=covered,
-        diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
-    )
+    text = _page(card, title, notes, _risk_sections(card), owner_diagnostics)
     return text.replace("# Contract card", "# Risk card", 1)

@@ -17,10 +17,23 @@ from typing import Any, ClassVar
 
 from .._param_validation import validate_params
 from .._warnings import warn_at_caller
-from ._codec import MAX_CHARS, canonical_bytes, dumps, loads, plain_value
-from ._records import to_plain
+from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
+from ._records import Diagnostics, decode_field, json_object, schema_of, to_plain
 
 __all__ = ["OwnerDiagnosticsWarning", "PublishedCard"]
+
+
+#: JSON paths of the card fields outside ``formal.<name>``.
+_PATHS = {
+    "training_privacy": "formal.privacy.training",
+    "calibration_privacy": "formal.privacy.calibration",
+    "diagnostics": "diagnostics",
+    "owner_diagnostics": "owner_diagnostics",
+    "signature": "signature",
+    "formal_sha256": "formal_sha256",
+}
+#: The formal layer's entries every card has, in schema order.
+FORMAL_NAMES = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
 
 
 class OwnerDiagnosticsWarning(UserWarning):
@@ -30,10 +43,12 @@ class OwnerDiagnosticsWarning(UserWarning):
 class PublishedCard:
     """The published form of a card (a base class of frozen card records).
 
-    Subclasses set :attr:`schema` and :attr:`schema_version`, and define
-    ``formal_dict()``, ``from_dict()`` and ``_render_markdown(owner)``; their records
-    have the fields ``diagnostics``, ``owner_diagnostics``, ``signature`` and
-    ``formal_sha256``.
+    Subclasses set :attr:`schema` and :attr:`schema_version` (and
+    :attr:`extra_formal_names`), and define ``_render_markdown(owner)``; their records
+    have the fields of the formal layer (``contract``, ``configuration``,
+    ``training_privacy``, ``calibration_privacy``, ``calibrations``, ``clauses``,
+    ``decision`` and the extra names), ``diagnostics``, ``owner_diagnostics``,
+    ``signature`` and ``formal_sha256``.
     """
 
     #: Schema name and version written in every serialised card of the class.
@@ -44,7 +59,17 @@ class PublishedCard:
     #: schema still read its unsigned cards).
     writes_unsigned_signature: ClassVar[bool] = True
 
+    #: Formal entries of this kind of card beyond :data:`FORMAL_NAMES`.
+    extra_formal_names: ClassVar[tuple[str, ...]] = ()
+
     # Fields of the card records (declared by the dataclasses that derive from this).
+    contract: Any
+    configuration: Any
+    training_privacy: Any
+    calibration_privacy: Any
+    calibrations: Any
+    clauses: Any
+    decision: str
     diagnostics: Any
     owner_diagnostics: Any
     signature: Any
@@ -52,7 +77,18 @@ class PublishedCard:
 
     def formal_dict(self) -> dict:
         """The formal layer as plain data."""
-        raise NotImplementedError
+        return {
+            "contract": to_plain(self.contract),
+            "configuration": to_plain(self.configuration),
+            "privacy": {
+                "training": to_plain(self.training_privacy),
+                "calibration": to_plain(self.calibration_privacy),
+            },
+            "calibrations": to_plain(self.calibrations),
+            "clauses": to_plain(self.clauses),
+            "decision": self.decision,
+            **{name: to_plain(getattr(self, name)) for name in self.extra_formal_names},
+        }
 
     def digest_payload(self) -> dict:
         """Schema header and formal layer: what ``formal_sha256`` covers."""
@@ -124,9 +160,56 @@ class PublishedCard:
             handle.write(text)
 
     @classmethod
+    def _check_schema(cls, schema: Any, version: Any) -> None:
+        """CardFormatError unless the card is of this class's schema and version."""
+        if (schema, version) != (cls.schema, cls.schema_version) or type(version) is not int:
+            raise CardFormatError(
+                f"card: schema {schema!r} version {version!r} is not {cls.schema!r} version "
+                f"{cls.schema_version}."
+            )
+
+    @classmethod
     def from_dict(cls, data: Any) -> Any:
-        """Inverse of :meth:`to_dict`; also takes ``json.loads`` output."""
-        raise NotImplementedError
+        """Inverse of :meth:`to_dict`; also takes ``json.loads`` output.
+
+        Raises
+        ------
+        CardFormatError
+            If the schema name or version is not this class's, or a field is missing,
+            unknown or invalid (the message names its JSON path).
+        """
+        required = ("schema", "schema_version", "formal", "formal_sha256")
+        data = json_object(
+            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
+        )
+        cls._check_schema(data["schema"], data["schema_version"])
+        formal = json_object(data["formal"], "formal", (*FORMAL_NAMES, *cls.extra_formal_names))
+        privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
+        values = {
+            **formal,
+            "training_privacy": privacy["training"],
+            "calibration_privacy": privacy["calibration"],
+            "diagnostics": Diagnostics()
+            if data.get("diagnostics") is None
+            else data["diagnostics"],
+            "owner_diagnostics": data.get("owner_diagnostics", {}),
+            "signature": data.get("signature"),
+            "formal_sha256": data["formal_sha256"],
+        }
+        schema = schema_of(cls)
+        try:
+            return cls(
+                **{
+                    name: decode_field(
+                        schema[name], values[name], _PATHS.get(name, f"formal.{name}")
+                    )
+                    for name in schema
+                }
+            )
+        except CardFormatError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise CardFormatError(f"card: {exc}") from exc
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Any:

@@ -38,7 +38,7 @@ from ..privacy import PrivacyGuarantee
 from ..risk_control import MondrianRiskCalibration, PrivateRiskControlClassifier
 from ..scores import CallableLoss, FalseNegativeRate
 from ._card import DECISIONS
-from ._codec import CardFormatError, decode, plain_value
+from ._codec import plain_value
 from ._contract import RISK_CLAUSES, Clause, Relation, _at_most, _calibration_clauses, decision_of
 from ._markdown import render_risk_markdown
 from ._published import PublishedCard
@@ -60,13 +60,9 @@ from ._records import (
     Signed,
     Text,
     TrainingPrivacy,
-    decode_field,
     distinct_ids,
     forms,
-    json_object,
     optional,
-    schema_of,
-    to_plain,
 )
 from ._training import describe_estimator, training_privacy
 
@@ -524,60 +520,6 @@ class RiskCard(PublishedCard, Record):
             diagnostics=self.diagnostics,
             owner_diagnostics=self.owner_diagnostics,
         )
-
-    # ----------------------------------------------------------- serialisation
-    def formal_dict(self) -> dict:
-        """The formal layer as plain data."""
-        return {
-            "contract": to_plain(self.contract),
-            "configuration": to_plain(self.configuration),
-            "privacy": {
-                "training": to_plain(self.training_privacy),
-                "calibration": to_plain(self.calibration_privacy),
-            },
-            "calibrations": to_plain(self.calibrations),
-            "clauses": to_plain(self.clauses),
-            "decision": self.decision,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any) -> RiskCard:
-        """Inverse of :meth:`to_dict`; also takes ``json.loads`` output.
-
-        Raises
-        ------
-        CardFormatError
-            If the schema is not a risk card's of this version, or a field is missing,
-            unknown or invalid (the message names its path).
-        """
-        required = ("schema", "schema_version", "formal", "formal_sha256")
-        data = json_object(
-            decode(data), "card", required, ("signature", "diagnostics", "owner_diagnostics")
-        )
-        if (data["schema"], data["schema_version"]) != (RISK_SCHEMA, RISK_SCHEMA_VERSION):
-            raise CardFormatError(
-                f"card: schema {data['schema']!r} version {data['schema_version']!r} is not "
-                f"{RISK_SCHEMA!r} version {RISK_SCHEMA_VERSION}."
-            )
-        names = ("contract", "configuration", "privacy", "calibrations", "clauses", "decision")
-        formal = json_object(data["formal"], "formal", names)
-        privacy = json_object(formal.pop("privacy"), "formal.privacy", ("training", "calibration"))
-        values = {
-            **formal,
-            "training_privacy": privacy["training"],
-            "calibration_privacy": privacy["calibration"],
-            "diagnostics": data.get("diagnostics") or Diagnostics(),
-            "owner_diagnostics": data.get("owner_diagnostics", {}),
-            "signature": data.get("signature"),
-            "formal_sha256": data["formal_sha256"],
-        }
-        schema = schema_of(cls)
-        try:
-            return cls(**{name: decode_field(schema[name], values[name], name) for name in schema})
-        except CardFormatError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise CardFormatError(f"card: {exc}") from exc
 
     def _render_markdown(self, owner_diagnostics: Any) -> str:
         return render_risk_markdown(self, owner_diagnostics)

@@ -297,3 +297,126 @@ def test_unsigned_risk_cards_keep_the_first_schema(crc):
     assert "signature" not in data
     card = RiskCard.from_dict(data)
     assert card.signature is None and verify_card(data).status == "accepted"
+
+
+# ------------------------------------------------------------------ evaluation
+@pytest.fixture(scope="module")
+def half(model, data):
+    """Calibrated on rows 1000..1999; rows 2000.. are held out for evaluation."""
+    return _fitted(model, data, ExponCRC(1.0), rows=slice(1000, 2000), alpha=0.1)
+
+
+def _held_out_fnr(crc, data):
+    X, Y = data
+    sets, truth = crc.predict_set(X[2000:]), Y[2000:] == 1
+    return float(np.mean(1 - (sets & truth).sum(axis=1) / truth.sum(axis=1))), sets
+
+
+def test_evaluate_measures_the_risk_of_the_released_sets(half, data):
+    """Public test data: the card publishes the held-out FNR and mean set size; signing
+    afterwards covers them, and an edited risk breaks the signature."""
+    X, Y = data
+    card = RiskCard.from_estimator(half, _contract())
+    assert card.evaluate(X[2000:], Y[2000:], public=True) is card
+    fnr, sets = _held_out_fnr(half, data)
+    found = card.diagnostics
+    assert found.n_test == 1000 and found.mean_set_size == sets.sum(axis=1).mean()
+    assert found.empirical_risk == pytest.approx(fnr, rel=1e-12, abs=0)  # 5 labels: exact
+    assert not card.owner_diagnostics.get("test")
+    text = card.to_json()
+    assert json.loads(text)["diagnostics"]["empirical_risk"] == found.empirical_risk
+    assert RiskCard.from_json(text) == card and verify_card(text).status == "accepted"
+    page = card.to_markdown()
+    assert "| n_test | empirical_risk | mean_set_size |" in page
+    assert f"| 1000 | {found.empirical_risk:.6g} |" in page
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    issuer = ed25519.Ed25519PrivateKey.generate()
+    signed = json.loads(card.sign(issuer).to_json())
+    assert verify_card(signed, public_key=issuer.public_key()).status == "accepted"
+    signed["diagnostics"]["empirical_risk"] = 0.01
+    assert verify_card(signed, public_key=issuer.public_key()).status == "inconsistent"
+
+
+def test_evaluate_keeps_private_test_data_to_the_owner(half, data):
+    X, Y = data
+    card = half.card_.evaluate(X[2000:], Y[2000:])
+    fnr, _ = _held_out_fnr(half, data)
+    assert card.owner_diagnostics["test"]["empirical_risk"] == pytest.approx(fnr, rel=1e-12)
+    published = json.loads(card.to_json())["diagnostics"]
+    assert "empirical_risk" not in published and published["n_test"] is None
+    with pytest.warns(OwnerDiagnosticsWarning):
+        owner = json.loads(card.to_json(include_owner_diagnostics=True))["owner_diagnostics"]
+    assert owner["test"]["n_test"] == 1000
+
+
+def test_unevaluated_cards_write_no_risk_field(crc, data):
+    """The new diagnostic is written only when measured: unevaluated risk cards and every
+    coverage card keep the JSON of the first schema; an unknown key is still refused."""
+    data_ = json.loads(RiskCard.from_estimator(crc, _contract()).to_json())
+    assert "empirical_risk" not in data_["diagnostics"]
+    data_["diagnostics"]["empirical_risk"] = 0.05
+    assert RiskCard.from_dict(data_).diagnostics.empirical_risk == 0.05
+    data_["diagnostics"]["risk"] = 0.05
+    assert verify_card(data_).status == "inconsistent"
+
+
+def test_evaluate_a_card_read_back_needs_its_own_estimator(half, crc, model, data):
+    X, Y = data
+    card = RiskCard.from_json(RiskCard.from_estimator(half, _contract()).to_json())
+    with pytest.raises(ValueError, match="no estimator attached"):
+        card.evaluate(X[2000:], Y[2000:])
+    with pytest.raises(ValueError, match="not the calibration this card records"):
+        card.evaluate(X[2000:], Y[2000:], estimator=crc)
+    with pytest.raises(TypeError, match="PrivateRiskControlClassifier"):
+        card.evaluate(X[2000:], Y[2000:], estimator=model)
+    card.evaluate(X[2000:], Y[2000:], estimator=half)
+    assert card.owner_diagnostics["test"]["n_test"] == 1000
+    signed = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    card = card.sign(signed.Ed25519PrivateKey.generate())
+    with pytest.raises(ValueError, match="evaluate the card before signing"):
+        card.evaluate(X[2000:], Y[2000:], estimator=half)
+
+
+def test_evaluate_refuses_bad_test_data(half, data):
+    X, Y = data
+    card = half.card_
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        card.evaluate(X[2000:], Y[2001:])
+    with pytest.raises(TypeError, match="2-d indicator"):
+        card.evaluate(X[2000:], np.argmax(Y[2000:], axis=1))
+    with pytest.raises(ValueError, match="at least one test row"):
+        card.evaluate(X[:0], Y[:0])
+    with pytest.raises(ValueError, match="public"):
+        card.evaluate(X[2000:], Y[2000:], public="yes")
+    assert not card.owner_diagnostics.get("test")
+    labels = np.argmax(Y, axis=1)  # one label per row: the FNR is the miscoverage
+    single = PrivateRiskControlClassifier(
+        LogisticRegression().fit(X[:1000], labels[:1000]), mechanism=SplitCRC(), alpha=0.1
+    ).fit_calibrate(X[1000:2000], labels[1000:2000])
+    with pytest.raises(ValueError, match="one label per row"):
+        single.card_.evaluate(X[2000:], Y[2000:])
+    card = single.card_.evaluate(X[2000:], labels[2000:], public=True)
+    sets = single.predict_set(X[2000:])
+    missed = 1 - sets[np.arange(1000), np.searchsorted(single.classes_, labels[2000:])].mean()
+    assert card.diagnostics.empirical_risk == pytest.approx(missed, rel=1e-12)
+
+
+def test_evaluate_uses_the_callable_loss_and_its_bound(model, data):
+    """A user loss with B = 6: the published risk is the mean of its values, each rounded
+    up to a multiple of B / Q (so within B / Q above the exact mean); per Mondrian group
+    the sets are those of the group's threshold."""
+    X, Y = data
+
+    def cost(y_true, y_set):
+        return (y_true & ~y_set).sum(axis=1) + 0.5 * (~y_set.any(axis=1))
+
+    crc = PrivateRiskControlClassifier(
+        model, mechanism=SplitCRC(), alpha=0.5, loss=cost, loss_bound=6.0,
+        mondrian=lambda X: X[:, 0] > 0, group_sizes="public", random_state=0,
+    )  # fmt: skip
+    crc.fit_calibrate(X[1000:2000], Y[1000:2000])
+    card = crc.card_.evaluate(X[2000:], Y[2000:], public=True)
+    exact = cost(Y[2000:] == 1, crc.predict_set(X[2000:])).mean()
+    quantum = 6.0 / crc.score_.resolution(1000, Y.shape[1])
+    assert exact <= card.diagnostics.empirical_risk <= exact + quantum
+    assert exact > 6.0 / 1000  # the test is not vacuous

@@ -104,6 +104,17 @@ def check_arguments(owner: str, **values) -> dict[str, Any]:
     return validate_params({name: ARGUMENTS[name] for name in values}, values, owner)
 
 
+def _check_coverage_estimator(estimator, owner: str) -> None:
+    """A fitted conformal estimator that certifies a coverage (not a risk control)."""
+    check_arguments(owner, estimator=estimator)
+    if isinstance(estimator, PrivateRiskControlClassifier):
+        raise TypeError(
+            f"{type(estimator).__name__} certifies a risk, not a coverage: its card is a "
+            "RiskCard (RiskCard.from_estimator, or estimator.card_)."
+        )
+    check_is_fitted(estimator, "calibration_")
+
+
 def task_of(estimator) -> str:
     """``"classification"``, ``"regression"`` or ``"unspecified"`` (None: no model)."""
     if estimator is None:
@@ -430,11 +441,6 @@ class ContractCard(PublishedCard, Record):
             )
         return self.calibrations[0]
 
-    def _attached(self, card: ContractCard) -> ContractCard:
-        """``card`` with this card's estimator attached."""
-        object.__setattr__(card, "_estimator", self._estimator)
-        return card
-
     # ---------------------------------------------------------------- building
     @classmethod
     def build(cls, *, contract, calibrations, selection=None, **fields) -> ContractCard:
@@ -628,13 +634,7 @@ class ContractCard(PublishedCard, Record):
         ContractCard
             With the estimator attached, for :meth:`evaluate`.
         """
-        check_arguments("ContractCard.from_estimator", estimator=estimator)
-        if isinstance(estimator, PrivateRiskControlClassifier):
-            raise TypeError(
-                f"{type(estimator).__name__} certifies a risk, not a coverage: its card is a "
-                "RiskCard (RiskCard.from_estimator, or estimator.card_)."
-            )
-        check_is_fitted(estimator, "calibration_")
+        _check_coverage_estimator(estimator, "ContractCard.from_estimator")
         calibration, task = estimator.calibration_, task_of(estimator)
         releases, mondrian = _releases(calibration), isinstance(calibration, MondrianCalibration)
         units = list(estimator.group_thresholds_) if mondrian else [estimator.threshold_]
@@ -701,50 +701,8 @@ class ContractCard(PublishedCard, Record):
             )
         )
 
-    def evaluate(self, X, y, *, estimator=None, public: bool = False) -> ContractCard:
-        """Compute the empirical diagnostics on held-out data, in place.
-
-        Classification: coverage, mean set size, singleton rate, the model's accuracy;
-        regression: coverage and mean interval width. They disclose nothing about the
-        calibration set beyond the private thresholds, but they disclose the test data:
-        they are owner diagnostics (``owner_diagnostics["test"]``) unless the test data
-        are public (``public=True``: published in :attr:`diagnostics`).
-
-        Parameters
-        ----------
-        X, y : array-like of shape (n_samples, n_features) and (n_samples,)
-            Test features and targets (never the calibration rows).
-        estimator : fitted estimator, default=None
-            Needed only for a card read from JSON; must be the calibration the card
-            records (same thresholds and calibration sizes).
-        public : bool, default=False
-            Whether ``(X, y)`` are public, so their diagnostics may be published.
-
-        Returns
-        -------
-        ContractCard
-            This card.
-
-        Raises
-        ------
-        ValueError
-            If the card is signed (its signature covers the diagnostics), has no
-            estimator attached and none is given, or ``estimator`` is not the calibration
-            the card records.
-        """
-        check_arguments("ContractCard.evaluate", public=public)
-        if self.signature is not None:
-            raise ValueError(
-                "This card is signed, and its signature covers the diagnostic layer: "
-                "evaluate the card before signing it."
-            )
-        estimator = self._estimator if estimator is None else estimator
-        if estimator is None:
-            raise ValueError(
-                "This card has no estimator attached (it was read from JSON or built "
-                "from a bare calibration); pass estimator= to evaluate it."
-            )
-        check_is_fitted(estimator, "calibration_")
+    def _check_evaluated(self, estimator) -> None:
+        _check_coverage_estimator(estimator, "ContractCard.evaluate")
         releases = [r for _, r, _ in _releases(estimator.calibration_)]
         recorded = [(e.n_samples, e.release and e.release.threshold) for e in self.calibrations]
         if recorded != [(r.n_samples, r.threshold) for r in releases]:
@@ -752,12 +710,9 @@ class ContractCard(PublishedCard, Record):
                 "estimator is not the calibration this card records (thresholds or "
                 "calibration sizes differ)."
             )
-        found = empirical_diagnostics(estimator, X, y)
-        if not public:
-            self.owner_diagnostics["test"] = found
-        for name, value in found.items() if public else ():
-            setattr(self.diagnostics, name, value)
-        return self
+
+    def _empirical_diagnostics(self, estimator, X, y) -> dict[str, Any]:
+        return empirical_diagnostics(estimator, X, y)
 
     @classmethod
     def _check_schema(cls, schema: Any, version: Any) -> None:
@@ -767,7 +722,3 @@ class ContractCard(PublishedCard, Record):
         from ._markdown import render_markdown
 
         return render_markdown(self, owner_diagnostics)
-
-    def _with_signature(self, signature) -> ContractCard:
-        """Signed copies keep the estimator this card was built from (for :meth:`evaluate`)."""
-        return self._attached(dataclasses.replace(self, signature=signature))

@@ -173,8 +173,8 @@ def _signature(card) -> tuple[str, str]:
     )
 
 
-def _diagnostics(diagnostics, owner_diagnostics) -> str:
-    text = _table(" ".join(EMPIRICAL), diagnostics)
+def _diagnostics(diagnostics, owner_diagnostics, names: tuple[str, ...] = EMPIRICAL) -> str:
+    text = _table(" ".join(names), diagnostics)
     if diagnostics.mechanism_details:
         text += f"\nMechanism details: {_fmt(diagnostics.mechanism_details)}\n"
     if diagnostics.candidates:
@@ -241,7 +241,7 @@ def _page(card, title: str, notes: str, sections, owner_diagnostics) -> str:
         digest=card.formal_sha256,
         signature=signature,
         covered=covered,
-        diagnostics=_diagnostics(card.diagnostics, owner_diagnostics),
+        diagnostics=_diagnostics(card.diagnostics, owner_diagnostics, card.empirical_names),
     )
 
 

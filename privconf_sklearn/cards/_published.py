@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from .._param_validation import validate_params
 from .._warnings import warn_at_caller
 from ._codec import MAX_CHARS, CardFormatError, canonical_bytes, decode, dumps, loads, plain_value
-from ._records import Diagnostics, decode_field, json_object, schema_of, to_plain
+from ._records import EMPIRICAL, Diagnostics, decode_field, json_object, schema_of, to_plain
 
 __all__ = ["OwnerDiagnosticsWarning", "PublishedCard"]
 
@@ -62,6 +62,9 @@ class PublishedCard:
     #: Formal entries of this kind of card beyond :data:`FORMAL_NAMES`.
     extra_formal_names: ClassVar[tuple[str, ...]] = ()
 
+    #: The empirical diagnostics :meth:`evaluate` measures, in the order cards show them.
+    empirical_names: ClassVar[tuple[str, ...]] = EMPIRICAL
+
     # Fields of the card records (declared by the dataclasses that derive from this).
     contract: Any
     configuration: Any
@@ -74,6 +77,7 @@ class PublishedCard:
     owner_diagnostics: Any
     signature: Any
     formal_sha256: str
+    _estimator: Any  # the fitted estimator a card was built from (never serialised)
 
     def formal_dict(self) -> dict:
         """The formal layer as plain data."""
@@ -229,9 +233,78 @@ class PublishedCard:
         """The card as Markdown (``include_owner_diagnostics`` as in :meth:`to_json`)."""
         return self._render_markdown(self._owner_output(include_owner_diagnostics))
 
+    def _attached(self, card: Any) -> Any:
+        """``card`` with this card's estimator attached (for :meth:`evaluate`)."""
+        object.__setattr__(card, "_estimator", self._estimator)
+        return card
+
     def _with_signature(self, signature) -> Any:
-        """A copy carrying ``signature`` (the record is otherwise unchanged)."""
-        return dataclasses.replace(self, signature=signature)  # type: ignore[type-var]
+        """A copy carrying ``signature``, with the estimator this card was built from."""
+        return self._attached(dataclasses.replace(self, signature=signature))  # type: ignore[type-var]
+
+    def _check_evaluated(self, estimator) -> None:
+        """Raise unless ``estimator`` is the fitted calibration this card records."""
+        raise NotImplementedError
+
+    def _empirical_diagnostics(self, estimator, X, y) -> dict[str, Any]:
+        """The :attr:`empirical_names` measured on ``(X, y)``."""
+        raise NotImplementedError
+
+    def evaluate(self, X, y, *, estimator=None, public: bool = False) -> Any:
+        """Compute the empirical diagnostics on held-out data, in place.
+
+        Coverage cards: coverage, mean set size, singleton rate and the model's accuracy
+        (classification), coverage and mean interval width (regression). Risk cards: the
+        mean loss of the sets (each row's loss rounded up to a multiple of ``B / Q`` as
+        in calibration; exact for the FNR with at most 18 labels) and their mean size.
+        They disclose nothing about the calibration set beyond the private thresholds,
+        but they disclose the test data: they are owner diagnostics
+        (``owner_diagnostics["test"]``) unless the test data are public (``public=True``:
+        published in :attr:`diagnostics`).
+
+        Parameters
+        ----------
+        X, y : array-like of shape (n_samples, n_features) and (n_samples,)
+            Test features and targets (never the calibration rows); a 2-d indicator ``y``
+            for a multilabel risk control.
+        estimator : fitted estimator, default=None
+            Needed only for a card read from JSON; must be the calibration the card
+            records (same thresholds and calibration sizes).
+        public : bool, default=False
+            Whether ``(X, y)`` are public, so their diagnostics may be published.
+
+        Returns
+        -------
+        ContractCard or RiskCard
+            This card.
+
+        Raises
+        ------
+        ValueError
+            If the card is signed (its signature covers the diagnostics), has no
+            estimator attached and none is given, or ``estimator`` is not the calibration
+            the card records.
+        """
+        owner = f"{type(self).__name__}.evaluate"
+        validate_params({"public": ["boolean"]}, {"public": public}, owner)
+        if self.signature is not None:
+            raise ValueError(
+                "This card is signed, and its signature covers the diagnostic layer: "
+                "evaluate the card before signing it."
+            )
+        estimator = self._estimator if estimator is None else estimator
+        if estimator is None:
+            raise ValueError(
+                "This card has no estimator attached (it was read from JSON or built "
+                "from a bare calibration); pass estimator= to evaluate it."
+            )
+        self._check_evaluated(estimator)
+        found = self._empirical_diagnostics(estimator, X, y)
+        if not public:
+            self.owner_diagnostics["test"] = found
+        for name, value in found.items() if public else ():
+            setattr(self.diagnostics, name, value)
+        return self
 
     def sign(self, private_key) -> Any:
         """A copy carrying an Ed25519 signature of the whole published card.

@@ -14,7 +14,7 @@ import re
 import types
 from dataclasses import dataclass, field, fields
 from numbers import Integral, Real
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
@@ -206,7 +206,14 @@ def schema_of(cls: type) -> dict[str, list]:
 
 
 class Record:
-    """A dataclass whose fields are checked against its annotations when it is built."""
+    """A dataclass whose fields are checked against its annotations when it is built.
+
+    Fields named in :attr:`written_when_set` appear in plain data only when they are not
+    None, and may be absent when a record is read back: a field added after a schema
+    was published then leaves the records that do not use it as they were written.
+    """
+
+    written_when_set: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self):
         schema = schema_of(type(self))
@@ -222,7 +229,12 @@ class Record:
 def to_plain(value: Any) -> Any:
     """A record (recursively) as dicts, lists and plain values, fields in schema order."""
     if isinstance(value, Record | PrivacyGuarantee):
-        return {name: to_plain(getattr(value, name)) for name in schema_of(type(value))}
+        unset = [n for n in getattr(value, "written_when_set", ()) if getattr(value, n) is None]
+        return {
+            name: to_plain(getattr(value, name))
+            for name in schema_of(type(value))
+            if name not in unset
+        }
     if isinstance(value, list | tuple):
         return [to_plain(item) for item in value]
     if isinstance(value, dict):
@@ -258,9 +270,10 @@ def json_object(data: Any, path: str, required, optional_fields=()) -> dict:
 
 def from_plain(cls: type, data: Any, path: str) -> Any:
     """The record ``cls`` from decoded JSON; every error names the JSON path."""
-    schema = schema_of(cls)
-    data = json_object(data, path, schema)
-    values = {name: decode_field(schema[name], data[name], f"{path}.{name}") for name in schema}
+    schema, optional_names = schema_of(cls), getattr(cls, "written_when_set", ())
+    required = [name for name in schema if name not in optional_names]
+    data = json_object(data, path, required, optional_names)
+    values = {name: decode_field(schema[name], data.get(name), f"{path}.{name}") for name in schema}
     try:
         return Nested(cls).convert(cls(**values))
     except CardFormatError:
@@ -578,6 +591,8 @@ EMPIRICAL = (
     "accuracy",
     "mean_width",
 )
+#: The empirical diagnostics of a risk card, in the order it shows them.
+RISK_EMPIRICAL = ("n_test", "empirical_risk", "mean_set_size")
 
 
 @dataclass
@@ -597,6 +612,8 @@ class Diagnostics(Record):
         Classification: mean number of labels, fraction of singletons, model accuracy.
     mean_width : float or None
         Regression: mean interval width.
+    empirical_risk : float or None
+        Risk control: mean loss of the sets (written only when measured).
     mechanism_details : dict
         Public or privacy-protected quantities the mechanism(s) reported.
     candidate_index : int or None
@@ -611,9 +628,12 @@ class Diagnostics(Record):
     singleton_rate: MaybeUnit = None
     accuracy: MaybeUnit = None
     mean_width: Measure = None
+    empirical_risk: Measure = None
     mechanism_details: Mapping = field(default_factory=dict)
     candidate_index: MaybeCount = None
     candidates: tuple[Diagnostics, ...] = ()
+
+    written_when_set: ClassVar[tuple[str, ...]] = ("empirical_risk",)
 
 
 @dataclass(frozen=True)

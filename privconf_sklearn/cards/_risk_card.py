@@ -25,15 +25,20 @@ adjacency) and ``informative`` (the release is not the set of every label).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Annotated, Any, ClassVar
 
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils import check_consistent_length
 from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import Interval, validate_params
+from ..metrics import mean_set_size
 from ..privacy import PrivacyGuarantee
 from ..risk_control import MondrianRiskCalibration, PrivateRiskControlClassifier
 from ..scores import CallableLoss, FalseNegativeRate
@@ -45,6 +50,7 @@ from ._published import PublishedCard
 from ._records import (
     GROUP_ID,
     MAX_SAMPLES,
+    RISK_EMPIRICAL,
     SIZE,
     Budget,
     ComponentSpec,
@@ -375,6 +381,7 @@ class RiskCard(PublishedCard, Record):
     schema: ClassVar[str] = RISK_SCHEMA
     schema_version: ClassVar[int] = RISK_SCHEMA_VERSION
     writes_unsigned_signature: ClassVar[bool] = False  # version 1 cards had no signature
+    empirical_names: ClassVar[tuple[str, ...]] = RISK_EMPIRICAL
 
     contract: RiskContract | None
     configuration: RiskSetup
@@ -387,6 +394,7 @@ class RiskCard(PublishedCard, Record):
     owner_diagnostics: Mapping = field(default_factory=dict, compare=False, repr=False)
     signature: Signature | None = None
     formal_sha256: Text = ""
+    _estimator: Any = field(default=None, init=False, compare=False, repr=False)
 
     def _check(self) -> None:
         setup, entries = self.configuration, self.calibrations
@@ -497,7 +505,7 @@ class RiskCard(PublishedCard, Record):
         ]
         public = [plain_value(dict(r.details)) for _, r in releases]
         owner = [plain_value(dict(r.owner_diagnostics)) for _, r in releases]
-        return cls.build(
+        card = cls.build(
             contract=contract,
             configuration=setup,
             training_privacy=training_privacy(estimator.estimator_, epsilon_train, delta_train),
@@ -508,18 +516,46 @@ class RiskCard(PublishedCard, Record):
             ),
             owner_diagnostics={"calibration": owner if grouped else owner[0]} if any(owner) else {},
         )
+        object.__setattr__(card, "_estimator", estimator)
+        return card
 
     def with_contract(self, contract: RiskContract | None) -> RiskCard:
-        """The same record checked against another contract (new digest)."""
-        return type(self).build(
-            contract=contract,
-            configuration=self.configuration,
-            training_privacy=self.training_privacy,
-            calibration_privacy=self.calibration_privacy,
-            calibrations=self.calibrations,
-            diagnostics=self.diagnostics,
-            owner_diagnostics=self.owner_diagnostics,
+        """The same record checked against another contract (new digest, no signature)."""
+        return self._attached(
+            type(self).build(
+                contract=contract,
+                configuration=self.configuration,
+                training_privacy=self.training_privacy,
+                calibration_privacy=self.calibration_privacy,
+                calibrations=self.calibrations,
+                diagnostics=dataclasses.replace(self.diagnostics),
+                owner_diagnostics=dict(self.owner_diagnostics),
+            )
         )
+
+    def _check_evaluated(self, estimator) -> None:
+        validate_params(
+            {"estimator": [PrivateRiskControlClassifier]},
+            {"estimator": estimator},
+            "RiskCard.evaluate",
+        )
+        check_is_fitted(estimator, "calibration_")
+        calibration = estimator.calibration_
+        releases = (
+            [release for _, release in calibration.groups]
+            if isinstance(calibration, MondrianRiskCalibration)
+            else [calibration]
+        )
+        found = [(r.n_samples, float(estimator.thresholds_[r.index])) for r in releases]
+        recorded = [(e.n_samples, e.release and e.release.threshold) for e in self.calibrations]
+        if recorded != found:
+            raise ValueError(
+                "estimator is not the calibration this card records (thresholds or "
+                "calibration sizes differ)."
+            )
+
+    def _empirical_diagnostics(self, estimator, X, y) -> dict[str, Any]:
+        return risk_diagnostics(estimator, X, y)
 
     def _render_markdown(self, owner_diagnostics: Any) -> str:
         return render_risk_markdown(self, owner_diagnostics)
@@ -551,3 +587,28 @@ def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:
             reason=release.reason,
         ),
     )
+
+
+def risk_diagnostics(estimator, X, y) -> dict[str, Any]:
+    """Rows, mean loss and mean set size of a fitted risk control on ``(X, y)``.
+
+    The sets are scored by the estimator's own loss: as outputs 1 (in the set) and 0,
+    thresholded at 1/2, their loss curve at that one candidate is the summed loss, each
+    row's loss rounded up to a multiple of ``B / Q`` as in calibration.
+    """
+    check_consistent_length(X, y)
+    loss = clone(estimator.score_)
+    targets = loss.encode_targets(y, estimator.estimator_)
+    if loss.multilabel_ != estimator.score_.multilabel_:
+        kind = "a 2-d indicator" if estimator.score_.multilabel_ else "one label per row"
+        raise ValueError(f"y must be {kind}, as the calibration targets were.")
+    n = targets.shape[0]
+    if n == 0:
+        raise ValueError("evaluate needs at least one test row; got 0.")
+    sets = estimator.predict_set(X)
+    curve = loss.loss_curve(sets.astype(np.float64), targets, np.array([0.5]))
+    return {
+        "n_test": int(n),
+        "empirical_risk": float(curve.sums[0]) * curve.loss_bound / (curve.resolution * n),
+        "mean_set_size": mean_set_size(sets),
+    }

@@ -128,7 +128,8 @@ def warn_if_default_scorer(estimator: BasePrivateConformal, model_score: str) ->
         "ties and keeps the first candidate. Pass scoring= with the scorers of "
         "privconf_sklearn.metrics (sets: set_coverage_scorer, neg_mean_set_size_scorer, "
         "informative_rate_scorer; intervals: interval_coverage_scorer, "
-        "neg_mean_interval_width_scorer, informative_rate_scorer), or a scikit-learn "
+        "neg_mean_interval_width_scorer, informative_rate_scorer; risk control: "
+        "neg_mean_loss_scorer, neg_mean_set_size_scorer), or a scikit-learn "
         "scoring name (e.g. 'accuracy', 'r2') to rank by the model on purpose.",
         DefaultScoreWarning,
     )

@@ -24,6 +24,7 @@ __all__ = [
     "mean_interval_width",
     "mean_set_size",
     "neg_mean_interval_width_scorer",
+    "neg_mean_loss_scorer",
     "neg_mean_set_size_scorer",
     "set_coverage",
     "set_coverage_scorer",
@@ -268,6 +269,16 @@ def mean_interval_width(intervals) -> float:
 def neg_mean_set_size_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: minus the mean set size (greater is better)."""
     return -mean_set_size(estimator.predict_set(X))
+
+
+def neg_mean_loss_scorer(estimator, X, y) -> float:
+    """Scorer for ``GridSearchCV``: minus the mean loss of a risk control's sets.
+
+    ``-estimator.mean_loss(X, y)``
+    (:meth:`~privconf_sklearn.PrivateRiskControlClassifier.mean_loss`): the empirical
+    risk of the sets under the loss the estimator controls, greater is better.
+    """
+    return -estimator.mean_loss(X, y)
 
 
 def set_coverage_scorer(estimator, X, y) -> float:

@@ -29,6 +29,7 @@ from ._base import (
     _estimator_has,
     _object_array,
     common_constraints,
+    warn_if_default_scorer,
 )
 from ._calibration_run import CalibrationRun
 from ._groups import GroupIndex, group_ids_of_rows
@@ -558,3 +559,69 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         """The wrapped classifier's ``predict_proba``."""
         check_is_fitted(self, "calibration_")
         return self.estimator_.predict_proba(X)
+
+    def mean_loss(self, X, y) -> float:
+        """Mean loss of the sets :meth:`predict_set` gives on ``(X, y)``, under ``score_``.
+
+        The loss the estimator calibrated (``loss``): for ``"fnr"`` the mean share of
+        true labels missed, exactly; for a callable, the mean of its values; for another
+        :class:`~privconf_sklearn.scores.SetLoss`, its
+        :meth:`~privconf_sklearn.scores.SetLoss.mean_loss`. On held-out rows it estimates
+        the risk ``E[L]`` that ``calibration_.risk_upper_bound`` bounds;
+        :func:`~privconf_sklearn.metrics.neg_mean_loss_scorer` ranks a search by it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Test features (at least one row).
+        y : array-like of shape (n_samples, n_labels) or (n_samples,)
+            True labels, in the form used for calibration: a 2-d indicator matrix
+            (multilabel) or one label per row.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            If ``X`` and ``y`` differ in length, ``y`` is empty or not of the calibration
+            targets' form, or a callable loss leaves ``[0, loss_bound]``.
+        """
+        check_is_fitted(self, "calibration_")
+        n = _check_same_length(X, y)
+        if n == 0:
+            raise ValueError("mean_loss needs at least one row; got 0.")
+        loss = clone(self.score_)
+        targets = loss.encode_targets(y, self.estimator_)
+        if loss.multilabel_ != self.score_.multilabel_:
+            kind = "a 2-d indicator" if self.score_.multilabel_ else "one label per row"
+            raise ValueError(f"y must be {kind}, as the calibration targets were.")
+        return loss.mean_loss(targets, self.predict_set(X))
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """The wrapped classifier's accuracy on ``(X, y)`` (scikit-learn's ``score``).
+
+        Not a risk metric: ``alpha``, the mechanism and its budget do not change it (for
+        a multilabel ``y``, the subset accuracy of ``predict``). When a search calls it as
+        its default score (``scoring=None``) it warns
+        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by
+        :func:`~privconf_sklearn.metrics.neg_mean_set_size_scorer` and check
+        :func:`~privconf_sklearn.metrics.neg_mean_loss_scorer` instead.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test features.
+        y : array-like of shape (n_samples, n_labels) or (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        float
+            Mean accuracy of ``predict(X)``.
+        """
+        warn_if_default_scorer(self, "accuracy")
+        return super().score(X, y, sample_weight=sample_weight)

@@ -380,11 +380,11 @@ def test_evaluate_a_card_read_back_needs_its_own_estimator(half, crc, model, dat
 def test_evaluate_refuses_bad_test_data(half, data):
     X, Y = data
     card = half.card_
-    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+    with pytest.raises(ValueError, match="X has 1000 rows but y has 999"):
         card.evaluate(X[2000:], Y[2001:])
     with pytest.raises(TypeError, match="2-d indicator"):
         card.evaluate(X[2000:], np.argmax(Y[2000:], axis=1))
-    with pytest.raises(ValueError, match="at least one test row"):
+    with pytest.raises(ValueError, match="at least one row"):
         card.evaluate(X[:0], Y[:0])
     with pytest.raises(ValueError, match="public"):
         card.evaluate(X[2000:], Y[2000:], public="yes")
@@ -402,9 +402,8 @@ def test_evaluate_refuses_bad_test_data(half, data):
 
 
 def test_evaluate_uses_the_callable_loss_and_its_bound(model, data):
-    """A user loss with B = 6: the published risk is the mean of its values, each rounded
-    up to a multiple of B / Q (so within B / Q above the exact mean); per Mondrian group
-    the sets are those of the group's threshold."""
+    """A user loss with B = 6: the published risk is the exact mean of its values; per
+    Mondrian group the sets are those of the group's threshold."""
     X, Y = data
 
     def cost(y_true, y_set):
@@ -417,6 +416,4 @@ def test_evaluate_uses_the_callable_loss_and_its_bound(model, data):
     crc.fit_calibrate(X[1000:2000], Y[1000:2000])
     card = crc.card_.evaluate(X[2000:], Y[2000:], public=True)
     exact = cost(Y[2000:] == 1, crc.predict_set(X[2000:])).mean()
-    quantum = 6.0 / crc.score_.resolution(1000, Y.shape[1])
-    assert exact <= card.diagnostics.empirical_risk <= exact + quantum
-    assert exact > 6.0 / 1000  # the test is not vacuous
+    assert card.diagnostics.empirical_risk == exact > 6.0 / 1000  # not vacuous

@@ -19,8 +19,10 @@ from privconf_sklearn.mechanisms import (
     LossAssumptionWarning,
     SplitCRC,
     UninformativeCalibrationWarning,
+    max_resolution,
 )
 from privconf_sklearn.mondrian import UnseenGroupWarning
+from privconf_sklearn.scores import CallableLoss, FalseNegativeRate, SetLoss
 
 from ._multilabel import make_multilabel
 
@@ -318,3 +320,26 @@ def test_card_states_the_risk(data, model):
     card = crc.card_
     assert (card.configuration.loss, card.configuration.alpha) == ("fnr", crc.alpha)
     assert card.risk_upper_bound == crc.calibration_.risk_upper_bound
+
+
+def test_a_set_loss_without_its_own_mean_loss_rounds_up_like_calibration():
+    """The default mean loss of a SetLoss is read off its loss curve at one candidate:
+    each row's loss rounded up to a multiple of B / Q, never below the exact mean."""
+
+    def misses(y_true, y_set):
+        return (y_true & ~y_set).sum(axis=1).astype(float)
+
+    class Misses(SetLoss):
+        def bound(self):
+            return 3.0
+
+        def loss_curve(self, outputs, targets, thresholds):
+            return CallableLoss(misses, 3.0).loss_curve(outputs, targets, thresholds)
+
+    targets = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1]], dtype=bool)
+    sets = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 1]], dtype=bool)
+    exact = misses(targets, sets).mean()  # (1 + 2 + 0) / 3
+    quantum = 3.0 / max_resolution(3)
+    assert exact <= Misses().mean_loss(targets, sets) <= exact + quantum
+    assert CallableLoss(misses, 3.0).mean_loss(targets, sets) == exact == 1.0
+    assert FalseNegativeRate().mean_loss(targets, sets) == pytest.approx((0.5 + 1.0) / 3)

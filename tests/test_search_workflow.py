@@ -1,12 +1,15 @@
 """scikit-learn searches lead to the conformal scorers.
 
-- The estimators' ``score`` is the wrapped model's accuracy / R^2. A search that ranks
+- The estimators' ``score`` is the wrapped model's accuracy / R^2 (the risk control's
+  too). A search that ranks
   by it (``scoring=None``) warns, once per search, at the user's ``fit`` line, with a
   :class:`~privconf_sklearn.metrics.DefaultScoreWarning`; a direct ``score`` call, a
   search with ``scoring=`` a scorer or a scikit-learn scoring name do not warn.
 - ``informative_rate`` and ``informative_rate_scorer`` count exactly the rows whose
   prediction is not the trivial one (full set; interval from a threshold at the upper
   score bound), for marginal and Mondrian calibration.
+- A search over a risk control ranks by ``neg_mean_loss_scorer`` (the held-out mean loss
+  of its sets) and ``neg_mean_set_size_scorer``.
 """
 
 from __future__ import annotations
@@ -17,16 +20,24 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.multioutput import MultiOutputClassifier
 
-from privconf_sklearn import PrivateConformalClassifier, PrivateConformalRegressor
-from privconf_sklearn.mechanisms import ExponQ, SplitConformal
+from privconf_sklearn import (
+    PrivateConformalClassifier,
+    PrivateConformalRegressor,
+    PrivateRiskControlClassifier,
+)
+from privconf_sklearn.mechanisms import ExponCRC, ExponQ, SplitConformal, SplitCRC
 from privconf_sklearn.metrics import (
     DefaultScoreWarning,
     informative_rate,
     informative_rate_scorer,
+    neg_mean_loss_scorer,
     neg_mean_set_size_scorer,
     set_coverage_scorer,
 )
+
+from ._multilabel import make_multilabel
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +145,81 @@ def test_informative_rate_scorer_on_intervals(data):
     test = X[700:]
     expected = np.mean(test[:, 0] > 0)
     assert informative_rate_scorer(grouped, test, target[700:]) == expected
+
+
+# ---------------------------------------------------------------- risk control
+@pytest.fixture(scope="module")
+def multilabel():
+    X, Y = make_multilabel(2500, seed=3)
+    model = MultiOutputClassifier(LogisticRegression()).fit(X[:1000], Y[:1000])
+    return model, X[1000:], Y[1000:]
+
+
+def _risk_control(model, mechanism=None, **params):
+    mechanism = SplitCRC() if mechanism is None else mechanism
+    return PrivateRiskControlClassifier(model, mechanism=mechanism, random_state=0, **params)
+
+
+def test_default_score_of_a_risk_control_warns_in_a_search(multilabel):
+    """The risk control's score is the model's subset accuracy, which alpha does not
+    change: a search over alpha by it is all ties, and warns."""
+    model, X, Y = multilabel
+    search = GridSearchCV(_risk_control(model), {"alpha": [0.05, 0.1, 0.2]}, cv=2)
+    with pytest.warns(DefaultScoreWarning, match="neg_mean_loss_scorer") as caught:
+        search.fit(X, Y)
+    assert [w.filename for w in caught if w.category is DefaultScoreWarning] == [__file__]
+    assert len(set(search.cv_results_["mean_test_score"])) == 1  # the ties it warns about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _risk_control(model).fit(X, Y).score(X, Y) == model.score(X, Y)
+
+
+def test_risk_scorers_rank_a_search_over_alpha(multilabel):
+    """Each fold's mean loss is the FNR of its sets, computed by hand; a larger alpha
+    gives smaller sets and a larger loss, so the two scorers rank alpha in opposite
+    orders."""
+    model, X, Y = multilabel
+    scoring = {"loss": neg_mean_loss_scorer, "size": neg_mean_set_size_scorer}
+    search = GridSearchCV(
+        _risk_control(model), {"alpha": [0.05, 0.2]}, cv=2, scoring=scoring, refit="size"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DefaultScoreWarning)
+        search.fit(X, Y)
+    loss, size = search.cv_results_["mean_test_loss"], search.cv_results_["mean_test_size"]
+    assert loss[0] > loss[1] and size[0] < size[1]  # -loss and -size
+    assert search.best_params_ == {"alpha": 0.2}
+    best = search.best_estimator_
+    truth, sets = Y == 1, best.predict_set(X)
+    fnr = np.mean(1 - (truth & sets).sum(axis=1) / truth.sum(axis=1))
+    assert neg_mean_loss_scorer(best, X, Y) == -fnr == -best.mean_loss(X, Y)
+
+
+def test_mean_loss_of_a_callable_loss_is_exact_and_checked(multilabel):
+    model, X, Y = multilabel
+
+    def cost(y_true, y_set):
+        return 2.0 * (y_true & ~y_set).sum(axis=1)
+
+    crc = _risk_control(model, ExponCRC(1.0), alpha=1.0, loss=cost, loss_bound=10.0)
+    crc.fit_calibrate(X[:1000], Y[:1000])
+    sets = crc.predict_set(X[1000:])
+    assert crc.mean_loss(X[1000:], Y[1000:]) == cost(Y[1000:] == 1, sets).mean() > 0
+    crc.score_.set_params(loss_bound=1.0)  # losses of 2 and 4 now leave [0, B]
+    with pytest.raises(ValueError, match=r"lie in \[0, loss_bound\] = \[0, 1.0\]"):
+        crc.mean_loss(X[1000:], Y[1000:])
+
+
+def test_mean_loss_refuses_what_it_cannot_score(multilabel):
+    model, X, Y = multilabel
+    crc = _risk_control(model).fit_calibrate(X[:1000], Y[:1000])
+    with pytest.raises(ValueError, match="X has 500 rows but y has 499"):
+        crc.mean_loss(X[1000:], Y[1001:])
+    with pytest.raises(ValueError, match="at least one row"):
+        crc.mean_loss(X[:0], Y[:0])
+    with pytest.raises(TypeError, match="2-d indicator"):
+        crc.mean_loss(X[1000:], Y[1000:, 0])
+    with pytest.raises(ValueError, match="indicator matrix of 0 and 1"):
+        crc.mean_loss(X[1000:], 2 * Y[1000:])
+    with pytest.raises(ValueError, match="2-d bool matrix"):
+        crc.score_.mean_loss(Y[1000:], crc.predict_set(X[1000:]))  # 0/1 ints, not bools

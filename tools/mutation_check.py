@@ -459,6 +459,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "the signature covers the formal layer only: diagnostics can be edited",
     ),
     Mutant(
+        "evaluate-publishes-private-test-data",
+        "privconf_sklearn/cards/_published.py",
+        "for name, value in found.items() if public else ():",
+        "for name, value in found.items():",
+        ("tests/test_cards.py", "tests/test_risk_card.py"),
+        "a card's evaluate publishes the diagnostics of test data the owner did not declare public",
+    ),
+    Mutant(
         "informative-clause-always-met",
         "privconf_sklearn/cards/_contract.py",
         "        satisfied = not trivial\n",

@@ -255,8 +255,9 @@ class PublishedCard:
 
         Coverage cards: coverage, mean set size, singleton rate and the model's accuracy
         (classification), coverage and mean interval width (regression). Risk cards: the
-        mean loss of the sets (each row's loss rounded up to a multiple of ``B / Q`` as
-        in calibration; exact for the FNR with at most 18 labels) and their mean size.
+        mean loss of the sets
+        (:meth:`~privconf_sklearn.PrivateRiskControlClassifier.mean_loss`) and their mean
+        size.
         They disclose nothing about the calibration set beyond the private thresholds,
         but they disclose the test data: they are owner diagnostics
         (``owner_diagnostics["test"]``) unless the test data are public (``public=True``:

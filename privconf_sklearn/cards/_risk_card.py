@@ -32,10 +32,7 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Annotated, Any, ClassVar
 
-import numpy as np
-from sklearn.base import clone
-from sklearn.utils import check_consistent_length
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._param_validation import Interval, validate_params
 from ..metrics import mean_set_size
@@ -592,23 +589,11 @@ def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:
 def risk_diagnostics(estimator, X, y) -> dict[str, Any]:
     """Rows, mean loss and mean set size of a fitted risk control on ``(X, y)``.
 
-    The sets are scored by the estimator's own loss: as outputs 1 (in the set) and 0,
-    thresholded at 1/2, their loss curve at that one candidate is the summed loss, each
-    row's loss rounded up to a multiple of ``B / Q`` as in calibration.
+    The mean loss is :meth:`~privconf_sklearn.PrivateRiskControlClassifier.mean_loss`.
     """
-    check_consistent_length(X, y)
-    loss = clone(estimator.score_)
-    targets = loss.encode_targets(y, estimator.estimator_)
-    if loss.multilabel_ != estimator.score_.multilabel_:
-        kind = "a 2-d indicator" if estimator.score_.multilabel_ else "one label per row"
-        raise ValueError(f"y must be {kind}, as the calibration targets were.")
-    n = targets.shape[0]
-    if n == 0:
-        raise ValueError("evaluate needs at least one test row; got 0.")
-    sets = estimator.predict_set(X)
-    curve = loss.loss_curve(sets.astype(np.float64), targets, np.array([0.5]))
+    risk = estimator.mean_loss(X, y)
     return {
-        "n_test": int(n),
-        "empirical_risk": float(curve.sums[0]) * curve.loss_bound / (curve.resolution * n),
-        "mean_set_size": mean_set_size(sets),
+        "n_test": int(_num_samples(X)),
+        "empirical_risk": risk,
+        "mean_set_size": mean_set_size(estimator.predict_set(X)),
     }

@@ -202,12 +202,43 @@ class SetLoss(BaseEstimator, metaclass=ABCMeta):
         """``{k : p_k(x) > threshold}`` (every label for ``threshold = -inf``)."""
         return np.asarray(outputs) > threshold
 
+    def mean_loss(self, targets, sets) -> float:
+        """Mean loss of the prediction sets ``sets`` for the true labels ``targets``.
+
+        Both are bool matrices of shape ``(n_samples, n_labels)`` with at least one row.
+        This default scores the sets through :meth:`loss_curve` (the sets as outputs 1
+        and 0 at the one candidate 1/2): each row's loss is rounded up to a multiple of
+        ``B / Q``, as in calibration. The built-in losses compute it exactly.
+        """
+        targets, sets = _check_indicators(targets, sets)
+        curve = self.loss_curve(sets.astype(np.float64), targets, np.array([0.5]))
+        return float(curve.sums[0]) * curve.loss_bound / (curve.resolution * curve.n_samples)
+
     def idealised_mean_loss(self, thresholds) -> np.ndarray | None:
         """A data-free guess of the mean loss at each threshold, for forecasts (or None).
 
         None leaves the forecast to the mechanism's default idealised curve.
         """
         return None
+
+
+def _check_indicators(targets, sets) -> tuple[np.ndarray, np.ndarray]:
+    """Bool matrices of the true labels and of the sets: same shape, at least one row."""
+    checked = []
+    for name, values in (("targets", targets), ("sets", sets)):
+        values = np.asarray(values)
+        if values.ndim != 2 or values.dtype.kind != "b":
+            raise ValueError(
+                f"{name} must be a 2-d bool matrix (n_samples, n_labels); got shape "
+                f"{values.shape} and dtype {values.dtype}."
+            )
+        checked.append(values)
+    if checked[0].shape != checked[1].shape or checked[0].shape[0] == 0:
+        raise ValueError(
+            f"targets and sets must have the same shape, with at least one row; got "
+            f"{checked[0].shape} and {checked[1].shape}."
+        )
+    return checked[0], checked[1]
 
 
 def _fnr_resolution(n_samples: int, n_labels: int) -> int:
@@ -261,6 +292,13 @@ class FalseNegativeRate(SetLoss):
         probability ``t^2``, and so is the mean FNR.
         """
         return np.clip(np.asarray(thresholds, dtype=np.float64), 0.0, 1.0) ** 2
+
+    def mean_loss(self, targets, sets) -> float:
+        """The mean of ``1 - |Y ∩ C| / |Y|`` (0 for a row without true labels), exactly."""
+        targets, sets = _check_indicators(targets, sets)
+        true = np.count_nonzero(targets, axis=1)
+        caught = np.count_nonzero(targets & sets, axis=1)
+        return float(np.mean(np.where(true > 0, 1.0 - caught / np.maximum(true, 1), 0.0)))
 
     def loss_curve(self, outputs, targets, thresholds) -> LossCurve:
         """The exact curve: a true label with probability ``p`` is missed at ``t >= p``.
@@ -378,6 +416,13 @@ class CallableLoss(SetLoss):
             curve = part if curve is None else curve + part
         assert curve is not None
         return curve
+
+    def mean_loss(self, targets, sets) -> float:
+        """The mean of ``function(targets, sets)``, exactly (each loss in ``[0, B]``)."""
+        targets, sets = _check_indicators(targets, sets)
+        values = self._evaluate(targets, sets)
+        loss_units(values, self.bound(), 1)  # the range check of calibration
+        return float(values.mean())
 
     def _evaluate(self, y_true: np.ndarray, y_set: np.ndarray) -> np.ndarray:
         values = np.asarray(self.function(y_true, y_set))

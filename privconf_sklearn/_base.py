@@ -39,7 +39,7 @@ from sklearn.utils import _safe_indexing, gen_batches, get_tags, indexable
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._calibration_run import CalibrationRun, CalibrationScorer, MappedScores
-from ._groups import GroupIndex, check_group_list, group_ids_of_rows
+from ._groups import GroupIndex, check_group_list, group_ids_of_rows, index_rows
 from ._ledger import LEDGER, DetachedLedger, LedgerReference, resolve_ledger
 from ._param_validation import Interval, RealNotInt, StrOptions, validate_params
 from ._random import check_noise_source, check_random_state
@@ -528,16 +528,7 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
         """The Mondrian group index and every calibration row's group code."""
         mondrian = run.params["mondrian"]
         row_groups, group_list = self._mondrian_row_groups(mondrian, X, encoded, estimator, n)
-        group_list = group_list or run.declared_groups
-        index = GroupIndex.from_rows(row_groups) if group_list is None else GroupIndex(group_list)
-        codes = index.codes(row_groups)
-        if (codes < 0).any():
-            unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
-            raise ValueError(
-                f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
-                f"{unknown[:10]}; declare every group the callable can return."
-            )
-        return index, codes
+        return index_rows(row_groups, group_list or run.declared_groups)
 
     def _reserve_groups(self, run: CalibrationRun, index: GroupIndex, codes: np.ndarray) -> None:
         """Reserve a Mondrian calibration's composed guarantee, atomically on the ledger.

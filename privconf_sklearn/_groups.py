@@ -173,6 +173,23 @@ class GroupIndex:
         return np.array([self._code.get(v, -1) for v in ids.tolist()], dtype=np.intp)
 
 
+def index_rows(row_groups: np.ndarray, declared: tuple | None) -> tuple[GroupIndex, np.ndarray]:
+    """The group index (the declared list, or the rows' distinct ids) and each row's code.
+
+    With a declared list (private group sizes), a row outside it is an error naming the
+    unknown ids, raised before anything is released.
+    """
+    index = GroupIndex.from_rows(row_groups) if declared is None else GroupIndex(declared)
+    codes = index.codes(row_groups)
+    if (codes < 0).any():
+        unknown = list(dict.fromkeys(row_groups[codes < 0].tolist()))
+        raise ValueError(
+            f"mondrian(X) returned group ids not in PrivateGroupSizes.group_ids: "
+            f"{unknown[:10]}; declare every group the callable can return."
+        )
+    return index, codes
+
+
 def group_ids_of_rows(mondrian, X, n_rows: int) -> np.ndarray:
     """Call a Mondrian callable on ``X`` and check its output (:func:`check_group_ids`)."""
     name = getattr(mondrian, "__name__", type(mondrian).__name__)

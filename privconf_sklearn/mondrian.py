@@ -631,13 +631,22 @@ def _trivial(mechanism: QuantileMechanism, alpha: float, reason: str) -> Calibra
     return infeasible_calibration(type(mechanism).__name__, 0, alpha, reason)
 
 
+def private_size_rows(rows: np.ndarray, size: int, noise: NoiseSource) -> tuple[np.ndarray, int]:
+    """The rows a group's release reads at its private size, and how many to pad.
+
+    ``size`` of the group's ``rows`` uniformly at random (in the order drawn), or all of
+    them and ``size - len(rows)`` padding rows, chosen without looking at the data
+    (:class:`PrivateGroupSizes`).
+    """
+    if rows.shape[0] >= size:
+        return rows[np.argsort(noise.uniform(rows.shape[0]), kind="stable")[:size]], 0
+    return rows, size - rows.shape[0]
+
+
 def _subsample_or_pad(rows: np.ndarray, unit_scores, size: int, noise: NoiseSource):
     """``size`` of the rows uniformly at random, or all rows plus top scores to ``size``."""
-    if rows.shape[0] >= size:
-        chosen = rows[np.argsort(noise.uniform(rows.shape[0]), kind="stable")[:size]]
-        return np.sort(chosen), unit_scores[chosen]
-    padding = np.ones(size - rows.shape[0])
-    return rows, np.concatenate([unit_scores[rows], padding])
+    chosen, n_padding = private_size_rows(rows, size, noise)
+    return np.sort(chosen), np.concatenate([unit_scores[chosen], np.ones(n_padding)])
 
 
 def calibrate_groups(

@@ -32,16 +32,21 @@ from ._base import (
     warn_if_default_scorer,
 )
 from ._calibration_run import CalibrationRun
-from ._groups import GroupIndex, group_ids_of_rows
+from ._groups import group_ids_of_rows, index_rows
 from ._param_validation import Interval, StrOptions
 from ._random import check_noise_source
 from .mechanisms import RiskCalibration, RiskCertificate, RiskControlMechanism, RiskForecast
 from .mechanisms.risk_control import warn_about_release
-from .mondrian import groups_read, mondrian_privacy
+from .mondrian import PrivateGroupSizes, groups_read, mondrian_privacy, private_size_rows
 from .privacy import PrivacyGuarantee
 from .scores import CallableLoss, FalseNegativeRate, SetLoss
 
-__all__ = ["MondrianRiskCalibration", "PrivateRiskControlClassifier", "candidate_thresholds"]
+__all__ = [
+    "MondrianRiskCalibration",
+    "PrivateRiskControlClassifier",
+    "candidate_thresholds",
+    "private_sizes_risk_bound",
+]
 
 #: MAPIE 1.6's default grid (``predict_params=np.arange(0, 1, 0.01)``).
 DEFAULT_THRESHOLDS = np.arange(0, 1, 0.01)
@@ -88,6 +93,17 @@ def _preview(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def private_sizes_risk_bound(alpha: float, beta: float, loss_bound: float) -> float:
+    """``alpha + beta (B - alpha)``: a group's risk bound with private group sizes.
+
+    With :class:`~privconf_sklearn.mondrian.PrivateGroupSizes`, a group's release reads
+    a uniformly random subset of its rows except with probability at most ``beta``
+    (then it is padded), so its expected loss is at most ``(1 - beta) alpha + beta B``
+    (the user guide, "Conformal risk control", gives the proof).
+    """
+    return float(alpha) + float(beta) * (float(loss_bound) - float(alpha))
+
+
 @dataclass(frozen=True)
 class MondrianRiskCalibration:
     """Record of a Mondrian risk control: one release per group, and their joint privacy.
@@ -101,10 +117,22 @@ class MondrianRiskCalibration:
     n_samples : int
         Number of calibration rows (all groups).
     groups : tuple of (group id, RiskCalibration)
-        One release per group present in the calibration data (public sizes).
+        One release per group: each group present in the calibration data (public
+        sizes), or each declared group, released on its private size ``m_g`` (private
+        sizes; ``n_samples`` of the release).
     privacy : PrivacyGuarantee
-        Guarantee of all releases together (:func:`~privconf_sklearn.mondrian.mondrian_privacy`
-        with public sizes), under the estimator's ``adjacency``.
+        Guarantee of all releases together, sizes included
+        (:func:`~privconf_sklearn.mondrian.mondrian_privacy`), under the estimator's
+        ``adjacency``.
+    group_sizes : "public" or PrivateGroupSizes, default="public"
+        How the group sizes were treated.
+    owner_diagnostics : dict, default={}
+        With private sizes, the exact ``group_sizes``: NOT covered by the guarantee.
+    group_risk_bounds : tuple of float
+        Not a constructor argument: each group's bound on its expected loss. Public sizes:
+        its release's ``risk_upper_bound``; private sizes:
+        :func:`private_sizes_risk_bound` for a release that read rows, 0 for one chosen
+        without reading (the set of every label).
     risk_upper_bound : float
         Not a constructor argument: the largest group bound, which also bounds the
         marginal risk of rows from calibrated groups.
@@ -117,15 +145,74 @@ class MondrianRiskCalibration:
     n_samples: int
     groups: tuple[tuple[Any, RiskCalibration], ...]
     privacy: PrivacyGuarantee
+    group_sizes: Any = "public"
+    owner_diagnostics: dict[str, Any] = field(default_factory=dict)
+    group_risk_bounds: tuple[float, ...] = field(init=False)
     risk_upper_bound: float = field(init=False)
     feasible: bool = field(init=False)
     informative: bool = field(init=False)
 
     def __post_init__(self):
         releases = [release for _, release in self.groups]
-        object.__setattr__(self, "risk_upper_bound", max(r.risk_upper_bound for r in releases))
+        bounds = tuple(r.risk_upper_bound for r in releases)
+        if isinstance(self.group_sizes, PrivateGroupSizes):
+            beta = self.group_sizes.beta
+            bounds = tuple(
+                private_sizes_risk_bound(r.alpha, beta, r.loss_bound) if r.feasible else 0.0
+                for r in releases
+            )
+        object.__setattr__(self, "group_risk_bounds", bounds)
+        object.__setattr__(self, "risk_upper_bound", max(bounds))
         object.__setattr__(self, "feasible", all(r.feasible for r in releases))
         object.__setattr__(self, "informative", all(r.informative for r in releases))
+
+
+def _check_padding_row(loss: SetLoss, n_labels: int, thresholds: np.ndarray) -> None:
+    """The loss scores a padding row (public: checked before any row is read)."""
+    try:
+        loss.loss_curve(np.zeros((1, n_labels)), np.ones((1, n_labels), dtype=bool), thresholds)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            "With PrivateGroupSizes a group may be padded with rows whose every label is "
+            f"true at probability 0; the loss must score such a row: {exc}"
+        ) from exc
+
+
+def _private_size_curve(loss: SetLoss, rows_data, thresholds, rows, size: int, noise):
+    """The loss curve of ``size`` rows of a group (:class:`PrivateGroupSizes`).
+
+    A uniformly random subset of the group's ``rows``, or all of them and padding rows:
+    every label true, at probability 0 (loss ``B`` for the FNR at every threshold >= 0).
+    """
+    outputs, targets = rows_data
+    chosen, n_padding = private_size_rows(rows, size, noise)
+    n_labels = targets.shape[1]
+    return loss.loss_curve(
+        np.concatenate([outputs[chosen], np.zeros((n_padding, n_labels))]),
+        np.concatenate([targets[chosen], np.ones((n_padding, n_labels), dtype=bool)]),
+        thresholds,
+    )
+
+
+def _empty_group_release(run: CalibrationRun, n_candidates: int) -> RiskCalibration:
+    """The every-label release of a group whose private size is 0 (no row read)."""
+    loss: SetLoss = run.score  # type: ignore[assignment]
+    beta = run.params["group_sizes"].beta
+    return RiskCalibration(
+        mechanism=type(run.mechanism).__name__,
+        index=n_candidates - 1,
+        n_candidates=n_candidates,
+        n_samples=0,
+        alpha=float(run.params["alpha"]),
+        loss_bound=loss.bound(),
+        privacy=PrivacyGuarantee.untouched(
+            "The group's private size is 0: every label, chosen without reading its rows."
+        ).under(run.params["adjacency"]),
+        risk_upper_bound=0.0,
+        feasible=False,
+        reason=f"the private lower bound of the group's size is 0 (beta = {beta}).",
+        details={"resolution": 1},
+    )
 
 
 class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
@@ -171,10 +258,13 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         ``np.arange(0, 1, 0.01)``. Chosen without looking at the calibration data.
     mondrian : None or callable, default=None
         A public function ``mondrian(X) -> group ids``: one threshold per group, and the
-        risk bound within every group. Needs ``group_sizes="public"`` (each group's size
-        is disclosed, as the calibration size is).
-    group_sizes : None or "public", default=None
-        With ``mondrian``: ``"public"``.
+        risk bound within every group. Needs ``group_sizes``.
+    group_sizes : None, "public" or PrivateGroupSizes, default=None
+        With ``mondrian``: ``"public"`` (each group's size is disclosed, as the
+        calibration size is) or :class:`~privconf_sklearn.mondrian.PrivateGroupSizes`
+        with the public ``group_ids`` (the sizes are released with their own budget; each
+        group's release reads that many of its rows, and its bound becomes
+        :func:`~privconf_sklearn.risk_control.private_sizes_risk_bound`).
     adjacency : {"replace-one", "add/remove"}, default="replace-one"
         The neighbouring relation the privacy guarantee is stated under.
     prefit : bool, default=True
@@ -249,7 +339,7 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         "loss": [StrOptions({"fnr"}), SetLoss, callable],
         "loss_bound": [None, Interval(Real, 0.0, None, closed="neither")],
         "thresholds": [None, list, tuple, np.ndarray],
-        "group_sizes": [None, StrOptions({"public"})],
+        "group_sizes": [None, StrOptions({"public"}), PrivateGroupSizes],
     }
     _fitted_attribute_names = (
         *BasePrivateConformal._fitted_attribute_names,
@@ -333,16 +423,6 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         """A copy of the validated ``mechanism``."""
         return clone(params["mechanism"])
 
-    def _check_mondrian(self, params: dict, mechanism) -> tuple | None:
-        if params["mondrian"] is not None and params["group_sizes"] != "public":
-            raise ValueError(
-                "mondrian needs group_sizes='public' for risk control (each group's "
-                "calibration size is disclosed, as the calibration size is)."
-            )
-        if params["mondrian"] is None and params["group_sizes"] is not None:
-            raise ValueError("group_sizes is only used with mondrian; leave it None.")
-        return None
-
     def _full_set_threshold(self) -> float:
         """Rows of groups without a release get every label."""
         return -np.inf
@@ -383,11 +463,12 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             index, codes = None, np.zeros(n, dtype=np.intp)
         else:
             row_groups = group_ids_of_rows(run.params["mondrian"], X, n)
-            index = GroupIndex.from_rows(row_groups)
-            codes = index.codes(row_groups)
+            index, codes = index_rows(row_groups, run.declared_groups)
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
         mechanism_params = mechanism._validated_params()  # once for the fit's release
-        sizes = np.bincount(codes)
+        sizes = np.bincount(codes, minlength=1 if index is None else len(index))
+        if isinstance(run.params["group_sizes"], PrivateGroupSizes):
+            _check_padding_row(loss, targets.shape[1], thresholds)
         self._reserve(run, mechanism_params, sizes, targets.shape[1], thresholds.shape[0])
         run.fix_score_range()
         outputs = loss.estimator_outputs(run.model, X)
@@ -396,12 +477,16 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
                 f"predict_proba gives {outputs.shape[1]} labels but y has {targets.shape[1]}."
             )
         run._start_release()
-        releases = self._releases(run, mechanism_params, (outputs, targets), thresholds, codes)
+        releases = self._releases(
+            run, mechanism_params, (outputs, targets), thresholds, codes, sizes
+        )
         classes = np.arange(targets.shape[1]) if loss.multilabel_ else run.model.classes_
         fitted: dict[str, Any] = {"thresholds_": thresholds, "classes_": np.asarray(classes)}
         if index is None:
             fitted["threshold_"] = float(thresholds[releases[0].index])
             return self._set_fitted(run, releases[0], releases, None, fitted)  # type: ignore[arg-type]
+        group_sizes = run.params["group_sizes"]
+        private = isinstance(group_sizes, PrivateGroupSizes)
         record = MondrianRiskCalibration(
             type(run.mechanism).__name__,
             run.params["alpha"],
@@ -409,11 +494,13 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             tuple(zip(index.group_ids, releases, strict=True)),
             mondrian_privacy(
                 run.mechanism,  # type: ignore[arg-type]
-                "public",
+                group_sizes,
                 run.params["adjacency"],
-                n_groups_read=groups_read(releases, "public"),  # type: ignore[arg-type]
+                n_groups_read=groups_read(releases, group_sizes),  # type: ignore[arg-type]
                 n_groups=len(releases),
             ),
+            group_sizes=group_sizes if private else "public",
+            owner_diagnostics={"group_sizes": [int(v) for v in sizes]} if private else {},
         )
         fitted.update(
             groups_=_object_array(index.group_ids),
@@ -449,14 +536,26 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
 
         One release: its guarantee under ``adjacency`` if its certificate is feasible,
         zero loss otherwise (the most conservative candidate, chosen without reading a
-        row). Mondrian groups (public sizes): the composed guarantee of
-        :func:`~privconf_sklearn.mondrian.mondrian_privacy` for the groups whose
-        certificate is feasible.
+        row). Mondrian groups: the composed guarantee of
+        :func:`~privconf_sklearn.mondrian.mondrian_privacy`, for the groups whose
+        certificate at their public size is feasible, or with private sizes for every
+        group (the size release reads every group's count).
         """
+        mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
+        adjacency, group_sizes = run.params["adjacency"], run.params["group_sizes"]
+        if isinstance(group_sizes, PrivateGroupSizes):
+            n_groups = int(sizes.shape[0])
+            reserved = mondrian_privacy(
+                mechanism,  # type: ignore[arg-type]
+                group_sizes,
+                adjacency,
+                n_groups_read=n_groups,
+                n_groups=n_groups,
+            )
+            run._reserve_exactly(reserved)
+            return
         certificates = self._certificates(run, mechanism_params, sizes, n_labels, n_candidates)
         feasible = [certificate.feasible for certificate in certificates]
-        mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
-        adjacency = run.params["adjacency"]
         if run.params["mondrian"] is not None:
             reserved = mondrian_privacy(
                 mechanism,  # type: ignore[arg-type]
@@ -473,21 +572,35 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             ).under(adjacency)
         run._reserve_exactly(reserved)
 
-    def _releases(self, run: CalibrationRun, mechanism_params: dict, rows_data, thresholds, codes):
+    def _releases(
+        self, run: CalibrationRun, mechanism_params: dict, rows_data, thresholds, codes, sizes
+    ):
         """Step 4: one release per group (one in all without ``mondrian``).
 
         ``rows_data`` is ``(outputs, targets)``: the model's probabilities and the encoded
-        labels of every calibration row.
+        labels of every calibration row; ``sizes`` each group's number of rows. With
+        private sizes, the sizes are released first and each group's release reads that
+        many rows (:meth:`_private_size_curve`).
         """
         loss: SetLoss = run.score  # type: ignore[assignment]
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
         outputs, targets = rows_data
         noise = check_noise_source(self.random_state)
+        group_sizes, alpha = run.params["group_sizes"], run.params["alpha"]
+        private = isinstance(group_sizes, PrivateGroupSizes)
+        if private:
+            sizes = group_sizes.release(sizes, codes.shape[0], noise)
         releases = []
-        for code in range(int(codes.max()) + 1):
+        for code, size in enumerate(sizes.tolist()):
             rows = np.flatnonzero(codes == code)
-            curve = loss.loss_curve(outputs[rows], targets[rows], thresholds)
-            release = mechanism._release(mechanism_params, curve, run.params["alpha"], noise)
+            if not private:
+                curve = loss.loss_curve(outputs[rows], targets[rows], thresholds)
+            elif size > 0:
+                curve = _private_size_curve(loss, rows_data, thresholds, rows, size, noise)
+            else:
+                releases.append(_empty_group_release(run, thresholds.shape[0]))
+                continue
+            release = mechanism._release(mechanism_params, curve, alpha, noise)
             releases.append(
                 replace(release, privacy=release.privacy.under(run.params["adjacency"]))
             )

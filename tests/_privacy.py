@@ -61,3 +61,26 @@ def dict_privacy_loss(first: dict, second: dict) -> float:
         log_p = np.log([first.get(output, 0.0) for output in outputs])
         log_q = np.log([second.get(output, 0.0) for output in outputs])
     return privacy_loss(log_p, log_q)
+
+
+def discrete_laplace_at_least(k: int, epsilon: float) -> float:
+    """``P(Z >= k)`` for the size noise, ``P(Z = z)`` proportional to ``exp(-epsilon |z|)``."""
+    rho = math.exp(-epsilon)
+    return rho**k / (1 + rho) if k >= 0 else 1 - rho ** (1 - k) / (1 + rho)
+
+
+def private_size_distribution(n_g: int, n_cap: int, offset: int, epsilon: float) -> dict:
+    """``{m: p}`` of ``PrivateGroupSizes``' lower bound ``n_g + Z - c`` clipped to ``[0, n]``.
+
+    For ``n_cap`` at most 128 the size grid keeps every integer, so the grid floor is the
+    identity.
+    """
+    assert n_cap <= 128
+    out = {}
+    for m in range(n_cap + 1):
+        low = -math.inf if m == 0 else m + offset - n_g  # Z >= low
+        high = math.inf if m == n_cap else m + offset - n_g + 1  # Z < high
+        out[m] = (1.0 if low == -math.inf else discrete_laplace_at_least(low, epsilon)) - (
+            0.0 if high == math.inf else discrete_laplace_at_least(high, epsilon)
+        )
+    return out

@@ -39,7 +39,7 @@ from privconf_sklearn.mondrian import (
 from privconf_sklearn.privacy import PrivacyGuarantee, gaussian_epsilon
 from privconf_sklearn.scores import APS
 
-from ._privacy import dict_privacy_loss
+from ._privacy import dict_privacy_loss, private_size_distribution
 from ._stats import FALSE_FAILURE, binomial_lower_limit
 
 
@@ -258,24 +258,6 @@ def _public_release_distribution(groups):
     }
 
 
-def _at_least(k):
-    """P(Z >= k) for the size noise: P(Z = z) proportional to exp(-SIZE_EPSILON |z|)."""
-    rho = math.exp(-SIZE_EPSILON)
-    return rho**k / (1 + rho) if k >= 0 else 1 - rho ** (1 - k) / (1 + rho)
-
-
-def _size_distribution(n_g, n_cap, offset):
-    """{m: p} of the released lower bound n_g + Z - c (integer noise), clipped to [0, n]."""
-    out = {}
-    for m in range(n_cap + 1):
-        low = -math.inf if m == 0 else m + offset - n_g  # Z >= low
-        high = math.inf if m == n_cap else m + offset - n_g + 1  # Z < high
-        out[m] = (1.0 if low == -math.inf else _at_least(low)) - (
-            0.0 if high == math.inf else _at_least(high)
-        )
-    return out
-
-
 def _subsample_distribution(scores, m):
     """The DPAPS release on m of the scores drawn uniformly, or padded with ones."""
     if m > len(scores):
@@ -291,7 +273,9 @@ def _subsample_distribution(scores, m):
 def _private_release_distribution(groups, n_cap):
     offset = PrivateGroupSizes(SIZE_EPSILON, beta=BETA).offset()
     joint: dict = {}
-    sizes = [_size_distribution(len(scores), n_cap, offset) for scores in groups]
+    sizes = [
+        private_size_distribution(len(scores), n_cap, offset, SIZE_EPSILON) for scores in groups
+    ]
     for ms in itertools.product(*(range(n_cap + 1) for _ in groups)):
         p_sizes = math.prod(sizes[g][m] for g, m in enumerate(ms))
         releases = [

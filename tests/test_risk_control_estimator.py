@@ -206,7 +206,7 @@ def test_loss_outside_its_bound_is_an_error_and_fits_nothing(data, model):
         ({"thresholds": [0.1, 0.1]}, ValueError, "distinct"),
         ({"thresholds": [True, False]}, ValueError, "finite real"),
         ({"thresholds": np.zeros((2, 2))}, ValueError, "one-dimensional"),
-        ({"mondrian": lambda X: X[:, 0] > 0}, ValueError, "group_sizes='public'"),
+        ({"mondrian": lambda X: X[:, 0] > 0}, ValueError, "needs group_sizes: 'public'"),
         ({"group_sizes": "public"}, ValueError, "only used with mondrian"),
     ],
 )

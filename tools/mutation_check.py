@@ -467,6 +467,25 @@ MUTANTS: tuple[Mutant, ...] = (
         "a card's evaluate publishes the diagnostics of test data the owner did not declare public",
     ),
     Mutant(
+        "risk-private-sizes-pad-without-loss",
+        "privconf_sklearn/risk_control.py",
+        "np.concatenate([targets[chosen], np.ones((n_padding, n_labels), dtype=bool)]),",
+        "np.concatenate([targets[chosen], np.zeros((n_padding, n_labels), dtype=bool)]),",
+        (
+            "tests/test_risk_control_private_sizes.py::"
+            "test_estimator_release_follows_the_exact_distribution",
+        ),
+        "risk control pads a small group with rows of zero loss instead of loss B",
+    ),
+    Mutant(
+        "risk-private-sizes-bound-ignores-beta",
+        "privconf_sklearn/risk_control.py",
+        "return float(alpha) + float(beta) * (float(loss_bound) - float(alpha))",
+        "return float(alpha)",
+        ("tests/test_risk_control_private_sizes.py",),
+        "a group's risk bound with private sizes leaves out the size release's failure beta",
+    ),
+    Mutant(
         "informative-clause-always-met",
         "privconf_sklearn/cards/_contract.py",
         "        satisfied = not trivial\n",

@@ -250,7 +250,7 @@ def _risk_sections(card) -> list[tuple[str, str]]:
     cal, train = card.calibration_privacy, card.training_privacy
     grid = card.configuration.thresholds
     setup = {
-        **vars(card.configuration),
+        **{k: v for k, v in vars(card.configuration).items() if k != "group_sizes" or v},
         "thresholds": f"{len(grid)} candidates, from {_fmt(grid[0])} down to {_fmt(grid[-1])}",
     }
     contract = "—\n" if card.contract is None else _table(RISK_CONTRACT, card.contract)

@@ -36,8 +36,13 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._param_validation import Interval, validate_params
 from ..metrics import mean_set_size
+from ..mondrian import PrivateGroupSizes
 from ..privacy import PrivacyGuarantee
-from ..risk_control import MondrianRiskCalibration, PrivateRiskControlClassifier
+from ..risk_control import (
+    MondrianRiskCalibration,
+    PrivateRiskControlClassifier,
+    private_sizes_risk_bound,
+)
 from ..scores import CallableLoss, FalseNegativeRate
 from ._card import DECISIONS
 from ._codec import plain_value
@@ -175,10 +180,15 @@ class RiskSetup(Record):
     estimator : str or None, default=None
         The fitted model's class path.
     mondrian : str or None, default=None
-        ``"callable <name>"`` for Mondrian groups with public sizes (None: one threshold).
+        ``"callable <name>"`` for Mondrian groups (None: one threshold).
     groups : tuple or None, default=None
         With ``mondrian``: the groups, in order; the card holds one entry per group.
+    group_sizes : ComponentSpec or None, default=None
+        ``PrivateGroupSizes`` with its parameters when the group sizes were released
+        privately (None: public sizes; written only when set).
     """
+
+    written_when_set: ClassVar[tuple[str, ...]] = ("group_sizes",)
 
     loss: Text
     loss_bound: Positive
@@ -189,6 +199,12 @@ class RiskSetup(Record):
     estimator: MaybeText = None
     mondrian: MaybeText = None
     groups: Annotated[tuple | None, optional([Items(GROUP_ID)])] = None
+    group_sizes: ComponentSpec | None = None
+
+    @property
+    def private_sizes(self) -> PrivateGroupSizes | None:
+        """The size release recorded (None: public sizes)."""
+        return None if self.group_sizes is None else PrivateGroupSizes(**self.group_sizes.params)
 
     def _check(self) -> None:
         if not self.alpha < self.loss_bound:
@@ -200,6 +216,10 @@ class RiskSetup(Record):
             raise ValueError("mondrian and groups are recorded together or not at all.")
         if self.groups is not None and not distinct_ids(self.groups):
             raise ValueError("groups must list at least one group, each once.")
+        if self.group_sizes is not None and (
+            self.groups is None or self.group_sizes.name != "PrivateGroupSizes"
+        ):
+            raise ValueError("group_sizes records a PrivateGroupSizes of Mondrian groups.")
 
 
 @dataclass(frozen=True)
@@ -237,12 +257,15 @@ class RiskEntry(Record):
     group : JSON value or None
         The group id (None: the whole calibration set).
     n_samples : int
-        Rows of the group (public sizes).
+        Rows the release read: the group's size (public sizes) or its released private
+        lower bound ``m_g``, possibly 0 (private sizes).
     resolution : int
         ``Q``: losses were rounded up to multiples of ``B / Q`` (public).
     risk_bound : float
         ``U``, the certified ``E[L] <= U`` (0 when the level is unreachable: the release is
         then the most conservative candidate, whose loss the guarantee assumes is 0).
+        With private sizes, ``alpha + beta (B - alpha)``
+        (:func:`~privconf_sklearn.risk_control.private_sizes_risk_bound`) when reachable.
     level_reachable : bool
         False when no calibration set of this size certifies ``alpha``.
     reason : str
@@ -252,7 +275,7 @@ class RiskEntry(Record):
     """
 
     group: Annotated[Any, forms(None, GROUP_ID)]
-    n_samples: Annotated[int, forms(Interval(Integral, 1, MAX_SAMPLES, closed="both"))]
+    n_samples: Annotated[int, forms(Interval(Integral, 0, MAX_SAMPLES, closed="both"))]
     resolution: Annotated[int, forms(Interval(Integral, 1, None, closed="left"))]
     risk_bound: NonNegative
     level_reachable: Flag
@@ -403,13 +426,18 @@ class RiskCard(PublishedCard, Record):
                 "without Mondrian groups, calibrations hold one entry: group null, "
                 "n_samples = configuration.n_samples."
             )
-        if setup.groups is not None and (
-            groups != list(setup.groups) or sum(e.n_samples for e in entries) != setup.n_samples
+        if setup.groups is not None and groups != list(setup.groups):
+            raise ValueError("calibrations must hold one entry per listed group, in order.")
+        private, sizes = setup.group_sizes is not None, [e.n_samples for e in entries]
+        if setup.groups is not None and not (
+            max(sizes) <= setup.n_samples if private else sum(sizes) == setup.n_samples
         ):
             raise ValueError(
-                "calibrations must hold one entry per listed group, in order, their sizes "
-                "adding up to configuration.n_samples."
+                "the entries' sizes must add up to configuration.n_samples (public sizes) "
+                "or each be at most it (private sizes)."
             )
+        if not private and min(sizes) < 1:
+            raise ValueError("an entry with public size reads at least one row.")
         if len({entry.release is None for entry in entries}) > 1:
             raise ValueError("either every calibration entry records a release or none does.")
         for entry in entries:
@@ -495,6 +523,7 @@ class RiskCard(PublishedCard, Record):
             if mondrian is None
             else f"callable {getattr(mondrian, '__name__', type(mondrian).__name__)}",
             groups=plain_value(tuple(g for g, _ in releases)) if grouped else None,
+            group_sizes=_size_spec(calibration.group_sizes) if grouped else None,
         )
         entries = [
             _entry(estimator.mechanism_, setup, plain_value(group), release)
@@ -502,6 +531,9 @@ class RiskCard(PublishedCard, Record):
         ]
         public = [plain_value(dict(r.details)) for _, r in releases]
         owner = [plain_value(dict(r.owner_diagnostics)) for _, r in releases]
+        owner_diagnostics = {"calibration": owner if grouped else owner[0]} if any(owner) else {}
+        if grouped:  # the exact group sizes, when they were released privately
+            owner_diagnostics.update(plain_value(dict(calibration.owner_diagnostics)))
         card = cls.build(
             contract=contract,
             configuration=setup,
@@ -511,7 +543,7 @@ class RiskCard(PublishedCard, Record):
             diagnostics=Diagnostics(
                 mechanism_details={"groups": tuple(public)} if grouped else public[0]
             ),
-            owner_diagnostics={"calibration": owner if grouped else owner[0]} if any(owner) else {},
+            owner_diagnostics=owner_diagnostics,
         )
         object.__setattr__(card, "_estimator", estimator)
         return card
@@ -558,24 +590,52 @@ class RiskCard(PublishedCard, Record):
         return render_risk_markdown(self, owner_diagnostics)
 
 
-def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:
-    """One entry: the certificate at the release's public size and resolution, the release."""
-    resolution = int(release.details["resolution"])
+def _size_spec(group_sizes) -> ComponentSpec | None:
+    """``PrivateGroupSizes`` and its parameters (None: public sizes)."""
+    if not isinstance(group_sizes, PrivateGroupSizes):
+        return None
+    params = group_sizes.get_params(deep=False)
+    return ComponentSpec("PrivateGroupSizes", plain_value(params))
+
+
+def entry_certificate(mechanism, setup: RiskSetup, n_samples: int, resolution: int):
+    """``(U, reachable, reason)`` of an entry of ``n_samples`` rows, from public values.
+
+    The mechanism's certificate at the entry's size and resolution; with private sizes
+    the bound is :func:`~privconf_sklearn.risk_control.private_sizes_risk_bound` when
+    reachable, and a size of 0 is unreachable (the group's release reads no row).
+    """
+    private = setup.private_sizes
+    if n_samples == 0:
+        beta = None if private is None else private.beta
+        return 0.0, False, f"the private lower bound of the group's size is 0 (beta = {beta})."
     certificate = mechanism.risk_certificate(
-        release.n_samples,
+        n_samples,
         setup.alpha,
         len(setup.thresholds),
         loss_bound=setup.loss_bound,
         resolution=resolution,
+    )
+    bound = float(certificate.upper_bound)
+    if private is not None and certificate.feasible:
+        bound = private_sizes_risk_bound(setup.alpha, private.beta, setup.loss_bound)
+    return bound, bool(certificate.feasible), certificate.reason
+
+
+def _entry(mechanism, setup: RiskSetup, group, release) -> RiskEntry:
+    """One entry: the certificate at the release's public size and resolution, the release."""
+    resolution = int(release.details["resolution"])
+    bound, reachable, reason = entry_certificate(
+        mechanism, setup, int(release.n_samples), resolution
     )
     target = release.target_risk
     return RiskEntry(
         group=group,
         n_samples=int(release.n_samples),
         resolution=resolution,
-        risk_bound=float(certificate.upper_bound),
-        level_reachable=bool(certificate.feasible),
-        reason=certificate.reason,
+        risk_bound=bound,
+        level_reachable=reachable,
+        reason=reason,
         release=RiskRelease(
             index=int(release.index),
             threshold=setup.thresholds[release.index],

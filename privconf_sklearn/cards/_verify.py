@@ -34,7 +34,7 @@ from ._card import NO_ROWS, ContractCard, planned_certificate
 from ._codec import MAX_CHARS, canonical_bytes, decode, loads
 from ._contract import Clause
 from ._records import Certificate, ComponentSpec
-from ._risk_card import RISK_SCHEMA, RiskCard, RiskEntry, RiskSetup
+from ._risk_card import RISK_SCHEMA, RiskCard, RiskEntry, RiskSetup, entry_certificate
 from ._selection import KEPT, best_attempted, clauses_of, formal_statuses, selection_of
 
 __all__ = ["MECHANISMS", "Verification", "verify_card"]
@@ -372,18 +372,11 @@ def _key(public_key) -> str | None:
 
 def _risk_entry(entry: RiskEntry, mechanism, setup: RiskSetup) -> RiskEntry:
     """The entry with its certificate recomputed (as recorded if equal up to :data:`RTOL`)."""
-    certificate = mechanism.risk_certificate(
-        entry.n_samples,
-        setup.alpha,
-        len(setup.thresholds),
-        loss_bound=setup.loss_bound,
-        resolution=entry.resolution,
+    bound, reachable, reason = entry_certificate(
+        mechanism, setup, entry.n_samples, entry.resolution
     )
-    bound = certificate.upper_bound
     bound = entry.risk_bound if _close(entry.risk_bound, bound) else bound
-    return replace(
-        entry, risk_bound=bound, level_reachable=certificate.feasible, reason=certificate.reason
-    )
+    return replace(entry, risk_bound=bound, level_reachable=reachable, reason=reason)
 
 
 def _expected_risk_card(card: RiskCard) -> RiskCard:
@@ -395,8 +388,13 @@ def _expected_risk_card(card: RiskCard) -> RiskCard:
     recorded, planned = card.calibration_privacy, mechanism.privacy_guarantee()
     if setup.mondrian is not None:
         adjacency = recorded.adjacency if recorded.adjacency in ADJACENCIES else "replace-one"
+        sizes = setup.private_sizes
         planned = mondrian_privacy(
-            mechanism, "public", adjacency, n_groups_read=sum(reachable), n_groups=len(entries)
+            mechanism,
+            "public" if sizes is None else sizes,
+            adjacency,
+            n_groups_read=sum(reachable) if sizes is None else len(entries),
+            n_groups=len(entries),
         )
     released = entries[0].release is not None
     return RiskCard.build(

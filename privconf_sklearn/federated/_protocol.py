@@ -232,9 +232,7 @@ def _is_int(value) -> bool:
     return type(value) is int
 
 
-def _check_header(
-    message, plan: FederatedPlan, round_id: str, digest: str, position: int
-) -> None:
+def _check_header(message, plan: FederatedPlan, round_id: str, digest: str, position: int) -> None:
     """The dict, its exact keys, protocol, version (an exact int), round and plan digest."""
     if not isinstance(message, dict):
         raise TypeError(f"Message {position} must be a dict; got {type(message).__name__}.")

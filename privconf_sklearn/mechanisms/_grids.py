@@ -51,9 +51,7 @@ class LogGrid(BaseEstimator):
             or not isinstance(value, numbers.Real)
             or not 0.0 < float(value) < 1.0
         ):
-            raise ValueError(
-                f"LogGrid resolution must be a real number in (0, 1); got {value!r}."
-            )
+            raise ValueError(f"LogGrid resolution must be a real number in (0, 1); got {value!r}.")
         return float(value)
 
     def edges(self, n_bins: int) -> np.ndarray:

@@ -167,6 +167,26 @@ class MondrianRiskCalibration:
         object.__setattr__(self, "informative", all(r.informative for r in releases))
 
 
+def _check_full_set_loss(loss: SetLoss, n_labels: int, multilabel: bool) -> None:
+    """The loss is 0 for the set of every label on the canonical rows (public, no data).
+
+    The guarantee assumes it for every possible row; here it is checked, before any row
+    is read, for each single true label (and every label true, for a multilabel task),
+    so that a loss that breaks it (e.g. a constant cost) is refused before any budget is
+    spent rather than found out on the calibration rows.
+    """
+    rows = np.eye(n_labels, dtype=bool)
+    if multilabel:
+        rows = np.vstack([rows, np.ones((1, n_labels), dtype=bool)])
+    curve = loss.loss_curve(np.zeros(rows.shape), rows, np.array([-np.inf]))
+    if curve.sums[0] > 0:
+        raise ValueError(
+            f"The loss must be 0 for the set of every label (the risk guarantee assumes "
+            f"it for every row), but {type(loss).__name__} gives a positive loss there for "
+            "a row with a single true label or with every label true: fix the loss."
+        )
+
+
 def _check_padding_row(loss: SetLoss, n_labels: int, thresholds: np.ndarray) -> None:
     """The loss scores a padding row (public: checked before any row is read)."""
     try:
@@ -467,6 +487,7 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
         mechanism_params = mechanism._validated_params()  # once for the fit's release
         sizes = np.bincount(codes, minlength=1 if index is None else len(index))
+        _check_full_set_loss(loss, targets.shape[1], loss.multilabel_)
         if isinstance(run.params["group_sizes"], PrivateGroupSizes):
             _check_padding_row(loss, targets.shape[1], thresholds)
         self._reserve(run, mechanism_params, sizes, targets.shape[1], thresholds.shape[0])

@@ -162,16 +162,36 @@ def test_cost_weighted_loss_for_single_label():
     assert (missed * costs[y[3000:]]).mean() < 0.45
 
 
-def test_loss_at_the_full_set_is_flagged_to_the_owner(data, model):
-    """A callable whose loss is positive for the set of every label breaks the
-    guarantee's assumption: a warning at the user's line and an owner diagnostic."""
+def test_a_loss_positive_for_every_label_is_refused_before_reading_data(data, model):
+    """A loss positive for the set of every label on a row with one true label (or every
+    label true) breaks the guarantee's assumption for every data set: refused from public
+    quantities, before a row is read or a budget spent."""
     _, _, X_cal, Y_cal, _, _ = data
 
-    def size_penalty(y_true, y_set):  # grows with the set: its envelope is used
+    def size_penalty(y_true, y_set):
         return 0.1 * y_set.mean(axis=1) + (y_true & ~y_set).any(axis=1)
 
     crc = PrivateRiskControlClassifier(
         model, mechanism=ExponCRC(1.0), alpha=0.3, loss=size_penalty, loss_bound=1.1
+    )
+    with pytest.raises(ValueError, match="must be 0 for the set of every label"):
+        crc.fit_calibrate(X_cal, Y_cal)
+    assert not hasattr(crc, "calibration_")
+
+
+def test_loss_at_the_full_set_is_flagged_to_the_owner_and_no_card_states_it(data, model):
+    """A loss positive at the set of every label only for rows with exactly two true
+    labels passes the public check; the rows that break the assumption are found on the
+    calibration data: a warning at the user's line, an owner diagnostic, the record's
+    repr, and no card certifies the bound."""
+    _, _, X_cal, Y_cal, _, _ = data
+
+    def two_labels_cost(y_true, y_set):  # grows with the set: its envelope is used
+        missed = (y_true & ~y_set).any(axis=1).astype(float)
+        return missed + 0.1 * (y_true.sum(axis=1) == 2) * y_set.mean(axis=1)
+
+    crc = PrivateRiskControlClassifier(
+        model, mechanism=ExponCRC(1.0), alpha=0.3, loss=two_labels_cost, loss_bound=1.1
     )
     with pytest.warns(LossAssumptionWarning) as record:
         crc.fit_calibrate(X_cal, Y_cal)
@@ -179,9 +199,13 @@ def test_loss_at_the_full_set_is_flagged_to_the_owner(data, model):
     messages = " ".join(str(w.message) for w in record)
     assert "positive loss at the most conservative" in messages and "envelope" in messages
     diagnostics = crc.calibration_.owner_diagnostics
-    assert diagnostics["n_rows_top_loss_positive"] == len(X_cal)
+    two = int((Y_cal.sum(axis=1) == 2).sum())
+    assert diagnostics["n_rows_top_loss_positive"] == two > 0
     assert not crc.calibration_.assumptions_hold
     assert "n_rows_top_loss_positive" not in crc.calibration_.details
+    assert "ASSUMPTION  broken" in repr(crc.calibration_)
+    with pytest.raises(ValueError, match="No card certifies this calibration"):
+        crc.card_
 
 
 def test_loss_outside_its_bound_is_an_error_and_fits_nothing(data, model):

@@ -499,6 +499,12 @@ class RiskCard(PublishedCard, Record):
         Returns
         -------
         RiskCard
+
+        Raises
+        ------
+        ValueError
+            If calibration rows broke the loss's assumption (a positive loss at the set of
+            every label): the bound does not hold, and no card states it.
         """
         validate_params(
             {"estimator": [PrivateRiskControlClassifier], "contract": [None, RiskContract]},
@@ -509,6 +515,15 @@ class RiskCard(PublishedCard, Record):
         calibration = estimator.calibration_
         grouped = isinstance(calibration, MondrianRiskCalibration)
         releases = list(calibration.groups) if grouped else [(None, calibration)]
+        broken = [group for group, release in releases if not release.assumptions_hold]
+        if broken:
+            where = f" (groups {broken[:10]})" if grouped else ""
+            raise ValueError(
+                "No card certifies this calibration: calibration rows had a positive loss "
+                f"at the set of every label{where}, which the risk guarantee assumes is 0 "
+                "for every row, so the bound does not hold (calibration_.owner_diagnostics "
+                "counts them; the count is not private). Fix the loss and calibrate again."
+            )
         loss, grid = estimator.score_, tuple(float(t) for t in estimator.thresholds_)
         mondrian = estimator.mondrian_ if grouped else None
         setup = RiskSetup(

@@ -175,6 +175,11 @@ class RiskCalibration:
         ]
         if self.reason:
             lines.append(f"  reason      {self.reason}")
+        if not self.assumptions_hold:
+            lines.append(
+                "  ASSUMPTION  broken: calibration rows have a positive loss at the most "
+                "conservative candidate; the risk bound does NOT hold (owner-side)"
+            )
         return "\n".join(lines)
 
     __str__ = __repr__

@@ -41,7 +41,13 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._calibration_run import CalibrationRun, CalibrationScorer, MappedScores
 from ._groups import GroupIndex, check_group_list, group_ids_of_rows, index_rows
 from ._ledger import LEDGER, DetachedLedger, LedgerReference, resolve_ledger
-from ._param_validation import Interval, RealNotInt, StrOptions, validate_params
+from ._param_validation import (
+    Interval,
+    InvalidParameterError,
+    RealNotInt,
+    StrOptions,
+    validate_params,
+)
 from ._random import check_noise_source, check_random_state
 from ._warnings import warn_at_caller
 from .mechanisms import Calibration, QuantileMechanism, ScoreArray, agent_labels
@@ -854,12 +860,40 @@ class BasePrivateConformal(MetaEstimatorMixin, BaseEstimator, metaclass=ABCMeta)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        inner = get_tags(self.estimator)
-        tags.input_tags.allow_nan = inner.input_tags.allow_nan
-        tags.input_tags.sparse = inner.input_tags.sparse
-        tags.input_tags.categorical = inner.input_tags.categorical
-        tags.input_tags.string = inner.input_tags.string
+        inner = inner_input_tags(self.estimator)  # None: refused by name at fit time
+        if inner is not None:
+            tags.input_tags.allow_nan = inner.allow_nan
+            tags.input_tags.sparse = inner.sparse
+            tags.input_tags.categorical = inner.categorical
+            tags.input_tags.string = inner.string
         return tags
+
+
+def check_is_estimator(estimator, name: str, owner: str) -> None:
+    """Raise ``InvalidParameterError`` naming ``name`` unless scikit-learn reads its tags.
+
+    scikit-learn's own checks (``is_classifier``, ``get_tags``) need an estimator that
+    defines ``__sklearn_tags__`` (a subclass of ``sklearn.base.BaseEstimator``); without
+    this check ``None``, a string or a duck-typed model escapes as scikit-learn's
+    internal ``AttributeError``.
+    """
+    try:
+        get_tags(estimator)
+    except AttributeError:
+        text = repr(estimator)
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {owner} must be a scikit-learn estimator (a "
+            f"subclass of sklearn.base.BaseEstimator, e.g. a fitted LogisticRegression); "
+            f"got {type(estimator).__name__} {text if len(text) <= 60 else text[:57] + '...'}."
+        ) from None
+
+
+def inner_input_tags(estimator):
+    """The input tags of a wrapped estimator, or None if scikit-learn cannot read them."""
+    try:
+        return get_tags(estimator).input_tags
+    except AttributeError:
+        return None
 
 
 def _object_array(values) -> np.ndarray:

@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import (
     BasePrivateConformal,
     _estimator_has,
+    check_is_estimator,
     common_constraints,
     warn_if_default_scorer,
 )
@@ -186,6 +187,7 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
         self.accountant = accountant
 
     def _check_estimator_kind(self, estimator) -> None:
+        check_is_estimator(estimator, "estimator", type(self).__name__)
         if is_regressor(estimator):
             raise TypeError(
                 f"estimator must be a classifier; got the regressor "

@@ -16,10 +16,15 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ._base import BasePrivateConformal, common_constraints, warn_if_default_scorer
+from ._base import (
+    BasePrivateConformal,
+    check_is_estimator,
+    common_constraints,
+    inner_input_tags,
+    warn_if_default_scorer,
+)
 from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
 from ._groups import GroupIndex, group_ids_of_rows
 from ._param_validation import Bounds
@@ -121,6 +126,11 @@ class QuantilePair(RegressorMixin, BaseEstimator):
         self.lower = lower
         self.upper = upper
 
+    def _check_members(self) -> None:
+        """Both members are scikit-learn estimators (``InvalidParameterError`` naming it)."""
+        for name in ("lower", "upper"):
+            check_is_estimator(getattr(self, name), name, "QuantilePair")
+
     def fit(self, X, y, **fit_params):
         """Fit clones of ``lower`` and ``upper`` on ``(X, y)``.
 
@@ -128,6 +138,7 @@ class QuantilePair(RegressorMixin, BaseEstimator):
         -------
         self : object
         """
+        self._check_members()
         y = column_or_1d(y, warn=True)  # one target: its lower and upper quantiles
         lower = clone(self.lower).fit(X, y, **fit_params)
         upper = clone(self.upper).fit(X, y, **fit_params)
@@ -141,6 +152,7 @@ class QuantilePair(RegressorMixin, BaseEstimator):
     def _models(self):
         if hasattr(self, "lower_"):
             return self.lower_, self.upper_
+        self._check_members()
         for name in ("lower", "upper"):
             model = getattr(self, name)
             try:
@@ -161,9 +173,10 @@ class QuantilePair(RegressorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        lower, upper = get_tags(self.lower).input_tags, get_tags(self.upper).input_tags
-        tags.input_tags.allow_nan = lower.allow_nan and upper.allow_nan
-        tags.input_tags.sparse = lower.sparse and upper.sparse
+        lower, upper = inner_input_tags(self.lower), inner_input_tags(self.upper)
+        if lower is not None and upper is not None:  # else refused by name when used
+            tags.input_tags.allow_nan = lower.allow_nan and upper.allow_nan
+            tags.input_tags.sparse = lower.sparse and upper.sparse
         return tags
 
     def predict_quantiles(self, X) -> np.ndarray:
@@ -395,6 +408,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     # ------------------------------------------------------------------ hooks
     def _check_estimator_kind(self, estimator) -> None:
         _check_not_a_pair(estimator)
+        check_is_estimator(estimator, "estimator", type(self).__name__)
         if is_classifier(estimator):
             raise TypeError(
                 f"estimator must be a regressor; got the classifier "

@@ -28,6 +28,7 @@ from ._base import (
     _check_same_length,
     _estimator_has,
     _object_array,
+    check_is_estimator,
     common_constraints,
     warn_if_default_scorer,
 )
@@ -400,6 +401,7 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
 
     # ------------------------------------------------------------ the hooks
     def _check_estimator_kind(self, estimator) -> None:
+        check_is_estimator(estimator, "estimator", type(self).__name__)
         if is_regressor(estimator):
             raise TypeError(
                 f"estimator must be a classifier; got the regressor {type(estimator).__name__}."

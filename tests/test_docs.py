@@ -41,6 +41,7 @@ import ast
 import doctest
 import importlib
 import importlib.util
+import inspect
 import os
 import pkgutil
 import re
@@ -148,6 +149,60 @@ def executed_pages() -> list[Path]:
         for path in DOCS.rglob("*.rst")
         if path.relative_to(DOCS).parts[0] not in NOT_EXECUTED_DIRS
     )
+
+
+# --------------------------------------------------------- import order
+def _top_modules(source: str) -> list[str]:
+    """The top-level package of every import in ``source``, in order (doctests unwrapped)."""
+    if source.lstrip().startswith(">>>"):
+        parser = doctest.DocTestParser()
+        source = "\n".join(example.source for example in parser.get_examples(source))
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return [name for _, name in sorted(found)]
+
+
+def _imports_of_code_users_copy() -> dict[str, list[str]]:
+    """The imported packages, in reading order, of each guide page (all its python blocks
+    and doctests), of each README snippet and of each example script."""
+    found: dict[str, list[str]] = {}
+    for page in executed_pages():
+        blocks = parse_blocks(page.read_text(encoding="utf-8"), page)
+        found[str(page.relative_to(ROOT))] = [
+            name
+            for b in blocks
+            if b.kind in ("python", "doctest")
+            for name in _top_modules(b.source)
+        ]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for i, snippet in enumerate(re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)):
+        found[f"README.md snippet {i + 1}"] = _top_modules(snippet)
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        found[str(script.relative_to(ROOT))] = _top_modules(script.read_text("utf-8"))
+    return found
+
+
+def test_diffprivlib_is_imported_after_privconf_sklearn_wherever_users_copy_code():
+    """On scikit-learn >= 1.9 diffprivlib imports only after privconf_sklearn (its
+    documented tree-alias step): a page, snippet or script that imports diffprivlib
+    first fails with ImportError in a fresh interpreter, which the page runner (inside
+    pytest, privconf_sklearn already imported) cannot see."""
+    found = _imports_of_code_users_copy()
+    assert sum("diffprivlib" in modules for modules in found.values()) >= 3  # not vacuous
+
+    def diffprivlib_first(modules: list[str]) -> bool:
+        if "diffprivlib" not in modules:
+            return False
+        return "privconf_sklearn" not in modules or modules.index("diffprivlib") < modules.index(
+            "privconf_sklearn"
+        )
+
+    wrong = [where for where, modules in found.items() if diffprivlib_first(modules)]
+    assert not wrong, f"diffprivlib imported before privconf_sklearn in: {wrong}"
 
 
 # ------------------------------------------------------------------- execution
@@ -698,3 +753,25 @@ def test_mutation_check_page_lists_every_mutant():
         # strict mutation check in CI fail); caught here, in the fast suite, first.
         count = source.count(mutant.original)
         assert count == 1, f"{mutant.name}: original text found {count} times in {mutant.path}"
+
+
+def test_the_guide_names_expon_qs_default_scaling():
+    """The pages that name ExponQ's default scaling name the code's default."""
+    from privconf_sklearn.mechanisms import ExponQ
+
+    default = inspect.signature(ExponQ).parameters["scaling"].default
+    patterns = {
+        "mechanisms/expon_q.rst": [
+            r'``scaling="(\w+)"``\n\s+``"\w+"`` \(default',
+            r'[Tt]he default ``scaling="(\w+)"``',
+        ],
+        "privacy.rst": [r'its default ``scaling="(\w+)"``'],
+    }
+    stated = [
+        (page, found)
+        for page, page_patterns in patterns.items()
+        for pattern in page_patterns
+        for found in re.findall(pattern, (DOCS / "user_guide" / page).read_text("utf-8"))
+    ]
+    assert len(stated) >= 2  # the parameter list and the privacy page
+    assert all(found == default for _, found in stated), (default, stated)

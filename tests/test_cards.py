@@ -797,3 +797,38 @@ def test_search_screens_under_the_contracts_adjacency():
     assert wider.card_.selection.spent_epsilon_cal == 1.0  # under the estimator's add/remove
     assert dict((c.name, c.value) for c in wider.card_.clauses)["epsilon_cal"] == 2.0
     assert verify_card(wider.card_.to_json()).status == "accepted"
+
+
+@pytest.mark.parametrize(
+    ("estimator_adjacency", "contract_adjacency"),
+    [("replace-one", "add/remove"), ("add/remove", "replace-one")],
+)
+def test_a_guarantee_under_both_relations_meets_a_contract_under_either(
+    estimator_adjacency, contract_adjacency
+):
+    """ExponQ is epsilon-DP under both relations: whichever one the estimator states, its
+    card meets a contract under the other with epsilon (it used to read inf or 2 epsilon,
+    the guarantee having been narrowed to the estimator's relation)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    y = (X[:, 0] + rng.normal(size=600) > 0).astype(int)
+    estimator = PrivateConformalClassifier(
+        LogisticRegression().fit(X[:200], y[:200]),
+        mechanism=ExponQ(epsilon=1.0),
+        alpha=0.1,
+        adjacency=estimator_adjacency,
+        random_state=0,
+    ).fit_calibrate(X[200:], y[200:])
+    assert estimator.calibration_.privacy.adjacencies == ("replace-one", "add/remove")
+    contract = Contract(
+        target_coverage=0.5,
+        max_epsilon_train=math.inf,
+        max_epsilon_cal=1.0,
+        beta=1e-3,
+        adjacency=contract_adjacency,
+        require_informative=False,
+    )
+    card = ContractCard.from_estimator(estimator, contract, epsilon_train=0.0)
+    clause = next(c for c in card.clauses if c.name == "epsilon_cal")
+    assert clause.value == 1.0 and clause.satisfied
+    assert verify_card(card.to_json()).status == "accepted"

@@ -152,12 +152,35 @@ def test_each_requirement_is_checked(crc, changes, clause):
     assert [c.name for c in result.failed_clauses] == [clause]
 
 
-def test_guarantee_is_compared_under_the_contracts_adjacency(crc):
-    """A replace-one card does not give add/remove budgets (as for coverage cards)."""
-    result = verify_card(RiskCard.from_estimator(crc, _contract(adjacency="add/remove")))
+def test_guarantee_is_compared_under_the_contracts_adjacency(crc, model, data):
+    """ExponCRC is epsilon-DP under both relations: its card meets an add/remove contract
+    with epsilon, not only a replace-one one. A Mondrian composition stated under
+    replace-one (2 epsilon, a row may move between groups) does not give add/remove
+    budgets (as for coverage cards)."""
+    assert crc.calibration_.privacy.adjacencies == ("replace-one", "add/remove")
+    for adjacency in ("replace-one", "add/remove"):
+        result = verify_card(RiskCard.from_estimator(crc, _contract(adjacency=adjacency)))
+        assert result.status == "accepted", (adjacency, result.report())
+    grouped = _fitted(
+        model, data, ExponCRC(1.0), alpha=0.1, mondrian=lambda X: X[:, 0] > 0, group_sizes="public"
+    )
+    contract = _contract(adjacency="add/remove", max_epsilon_cal=2.0)
+    result = verify_card(RiskCard.from_estimator(grouped, contract))
     assert result.status == "rejected"
     assert [c.name for c in result.failed_clauses] == ["epsilon_cal", "delta_cal"]
     assert "replace-one neighbours only" in result.failed_clauses[0].requirement
+
+
+def test_a_card_that_records_one_relation_of_a_two_relation_guarantee_still_verifies(crc):
+    """Cards written before guarantees kept both relations recorded the estimator's one:
+    the same guarantee, narrowed; the verifier accepts it, and refuses a false epsilon."""
+    data = json.loads(RiskCard.from_estimator(crc, _contract()).to_json())
+    data["formal"]["privacy"]["calibration"]["adjacency"] = "replace-one"
+    card = RiskCard.from_dict({**data, "formal_sha256": ""})
+    assert verify_card(card.to_json()).status == "accepted"
+    data["formal"]["privacy"]["calibration"]["epsilon"] = 0.5
+    card = RiskCard.from_dict({**data, "formal_sha256": ""})
+    assert verify_card(card.to_json()).status == "inconsistent"
 
 
 def test_non_private_release_fails_the_budget(model, data):

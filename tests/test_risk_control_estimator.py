@@ -76,7 +76,7 @@ def test_sets_are_probabilities_above_the_threshold(data, model):
     assert crc.threshold_ == crc.thresholds_[crc.calibration_.index]
     assert np.array_equal(crc.classes_, np.arange(5))
     assert crc.calibration_.privacy.epsilon == 1.0
-    assert crc.calibration_.privacy.adjacency == "replace-one"
+    assert crc.calibration_.privacy.adjacencies == ("replace-one", "add/remove")
     assert 0.0 < crc.calibration_.risk_upper_bound <= 0.1
     assert _fnr(Y_test, sets).mean() < 0.15  # one split: a sanity check, not the guarantee
     assert np.array_equal(crc.predict_set(X_test, batch_size=7), sets)
@@ -205,7 +205,7 @@ def test_loss_at_the_full_set_is_flagged_to_the_owner_and_no_card_states_it(data
     assert "n_rows_top_loss_positive" not in crc.calibration_.details
     assert "ASSUMPTION  broken" in repr(crc.calibration_)
     with pytest.raises(ValueError, match="No card certifies this calibration"):
-        crc.card_
+        _ = crc.card_
 
 
 def test_loss_outside_its_bound_is_an_error_and_fits_nothing(data, model):

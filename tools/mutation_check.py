@@ -513,8 +513,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mondrian-pads-with-zeros",
         "privconf_sklearn/mondrian.py",
-        "padding = np.ones(size - rows.shape[0])",
-        "padding = np.zeros(size - rows.shape[0])",
+        "np.concatenate([unit_scores[chosen], np.ones(n_padding)])",
+        "np.concatenate([unit_scores[chosen], np.zeros(n_padding)])",
         ("tests/test_mondrian.py::test_a_group_smaller_than_its_released_size_is_padded_with_top_scores",),
         "a group smaller than its released size is padded with the lowest scores, not the top",
     ),

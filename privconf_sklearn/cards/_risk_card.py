@@ -283,6 +283,31 @@ class RiskEntry(Record):
     release: RiskRelease | None
 
 
+def _check_entry_sizes(setup: RiskSetup, entries) -> None:
+    """The entries match the groups and the calibration size.
+
+    One entry (group null) without groups, else one per listed group; their sizes add up
+    to the calibration size (public sizes) or are each at most it (private sizes).
+    """
+    if setup.groups is None:
+        if [(e.group, e.n_samples) for e in entries] != [(None, setup.n_samples)]:
+            raise ValueError(
+                "without Mondrian groups, calibrations hold one entry: group null, "
+                "n_samples = configuration.n_samples."
+            )
+        return
+    if [entry.group for entry in entries] != list(setup.groups):
+        raise ValueError("calibrations must hold one entry per listed group, in order.")
+    sizes = [entry.n_samples for entry in entries]
+    if setup.group_sizes is None and (sum(sizes) != setup.n_samples or min(sizes) < 1):
+        raise ValueError(
+            "with public group sizes, every entry reads at least one row and their sizes "
+            "add up to configuration.n_samples."
+        )
+    if max(sizes) > setup.n_samples:
+        raise ValueError("with private group sizes, each entry's size is at most n_samples.")
+
+
 def _check_release(entry: RiskEntry, grid: tuple) -> None:
     """A release names a candidate of the grid, consistently with the certificate."""
     release, m = entry.release, len(grid)
@@ -418,26 +443,7 @@ class RiskCard(PublishedCard, Record):
 
     def _check(self) -> None:
         setup, entries = self.configuration, self.calibrations
-        groups = [entry.group for entry in entries]
-        if setup.groups is None and [(e.group, e.n_samples) for e in entries] != [
-            (None, setup.n_samples)
-        ]:
-            raise ValueError(
-                "without Mondrian groups, calibrations hold one entry: group null, "
-                "n_samples = configuration.n_samples."
-            )
-        if setup.groups is not None and groups != list(setup.groups):
-            raise ValueError("calibrations must hold one entry per listed group, in order.")
-        private, sizes = setup.group_sizes is not None, [e.n_samples for e in entries]
-        if setup.groups is not None and not (
-            max(sizes) <= setup.n_samples if private else sum(sizes) == setup.n_samples
-        ):
-            raise ValueError(
-                "the entries' sizes must add up to configuration.n_samples (public sizes) "
-                "or each be at most it (private sizes)."
-            )
-        if not private and min(sizes) < 1:
-            raise ValueError("an entry with public size reads at least one row.")
+        _check_entry_sizes(setup, entries)
         if len({entry.release is None for entry in entries}) > 1:
             raise ValueError("either every calibration entry records a release or none does.")
         for entry in entries:
@@ -515,15 +521,7 @@ class RiskCard(PublishedCard, Record):
         calibration = estimator.calibration_
         grouped = isinstance(calibration, MondrianRiskCalibration)
         releases = list(calibration.groups) if grouped else [(None, calibration)]
-        broken = [group for group, release in releases if not release.assumptions_hold]
-        if broken:
-            where = f" (groups {broken[:10]})" if grouped else ""
-            raise ValueError(
-                "No card certifies this calibration: calibration rows had a positive loss "
-                f"at the set of every label{where}, which the risk guarantee assumes is 0 "
-                "for every row, so the bound does not hold (calibration_.owner_diagnostics "
-                "counts them; the count is not private). Fix the loss and calibrate again."
-            )
+        _refuse_broken_assumptions(releases, grouped)
         loss, grid = estimator.score_, tuple(float(t) for t in estimator.thresholds_)
         mondrian = estimator.mondrian_ if grouped else None
         setup = RiskSetup(
@@ -603,6 +601,19 @@ class RiskCard(PublishedCard, Record):
 
     def _render_markdown(self, owner_diagnostics: Any) -> str:
         return render_risk_markdown(self, owner_diagnostics)
+
+
+def _refuse_broken_assumptions(releases, grouped: bool) -> None:
+    """No card for a calibration whose rows broke the loss's assumption (owner-side)."""
+    broken = [group for group, release in releases if not release.assumptions_hold]
+    if broken:
+        where = f" (groups {broken[:10]})" if grouped else ""
+        raise ValueError(
+            "No card certifies this calibration: calibration rows had a positive loss "
+            f"at the set of every label{where}, which the risk guarantee assumes is 0 "
+            "for every row, so the bound does not hold (calibration_.owner_diagnostics "
+            "counts them; the count is not private). Fix the loss and calibrate again."
+        )
 
 
 def _size_spec(group_sizes) -> ComponentSpec | None:

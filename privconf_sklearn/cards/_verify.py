@@ -175,10 +175,23 @@ def _certificate(recorded: Certificate, mechanism, n: int, configuration, bound=
     return Certificate.of(lower_bound, confidence, reachable, reason)
 
 
+def _restated(planned: PrivacyGuarantee, adjacency: str) -> PrivacyGuarantee:
+    """``planned`` for a card's recorded relation.
+
+    A statement for one relation of a guarantee that holds under both (as cards written
+    before both were kept record it) is the same guarantee, narrowed; otherwise
+    :meth:`PrivacyGuarantee.under`.
+    """
+    if adjacency not in ADJACENCIES or adjacency == planned.adjacency:
+        return planned
+    if adjacency in planned.adjacencies and planned.reads_data:
+        return replace(planned, adjacency=adjacency)
+    return planned.under(adjacency)
+
+
 def _privacy(recorded, planned, reachable: bool, released: bool) -> PrivacyGuarantee:
     """``recorded`` if the mechanism can have given it, else ``planned``."""
-    if recorded.adjacency in ADJACENCIES and recorded.adjacency != planned.adjacency:
-        planned = planned.under(recorded.adjacency)
+    planned = _restated(planned, recorded.adjacency)
     fields = ("notion", "adjacency", "epsilon", "delta", "rho")
     same = all(_close(getattr(recorded, name), getattr(planned, name)) for name in fields)
     kept = same and (recorded.holds, recorded.description) == (planned.holds, planned.description)

@@ -114,6 +114,8 @@ class PrivacyGuarantee:
     def under(self, adjacency: str) -> PrivacyGuarantee:
         """The guarantee restated for the neighbouring relation ``adjacency``.
 
+        - If it holds under both relations, itself: the stronger statement is kept, so a
+          card checked against a contract under the other relation still finds it.
         - If it already holds under ``adjacency`` (or reads no data,
           :attr:`reads_data`, or promises no privacy), the same numbers with
           ``adjacency`` recorded.
@@ -137,6 +139,8 @@ class PrivacyGuarantee:
         """
         if adjacency not in ADJACENCIES:
             raise ValueError(f"adjacency must be one of {list(ADJACENCIES)}; got {adjacency!r}.")
+        if adjacency in self.adjacencies and self.adjacency == _BOTH:
+            return self  # it holds under both: keep the stronger statement
         if adjacency in self.adjacencies or self.notion == "none" or not self.reads_data:
             return replace(self, adjacency=adjacency)
         if adjacency == "add/remove":

@@ -266,9 +266,23 @@ def mean_interval_width(intervals) -> float:
     return float((intervals[:, 1] - intervals[:, 0]).mean())
 
 
+def _method(estimator, name: str, scorer: str):
+    """``estimator.<name>``, or a TypeError saying which estimators the scorer is for."""
+    method = getattr(estimator, name, None)
+    if method is None:
+        kind = {
+            "predict_set": "prediction sets (PrivateConformalClassifier, "
+            "PrivateRiskControlClassifier)",
+            "predict_interval": "prediction intervals (PrivateConformalRegressor)",
+            "mean_loss": "a risk control (PrivateRiskControlClassifier)",
+        }[name]
+        raise TypeError(f"{scorer} scores {kind}; {type(estimator).__name__} has no {name}.")
+    return method
+
+
 def neg_mean_set_size_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: minus the mean set size (greater is better)."""
-    return -mean_set_size(estimator.predict_set(X))
+    return -mean_set_size(_method(estimator, "predict_set", "neg_mean_set_size_scorer")(X))
 
 
 def neg_mean_loss_scorer(estimator, X, y) -> float:
@@ -278,22 +292,25 @@ def neg_mean_loss_scorer(estimator, X, y) -> float:
     (:meth:`~privconf_sklearn.PrivateRiskControlClassifier.mean_loss`): the empirical
     risk of the sets under the loss the estimator controls, greater is better.
     """
-    return -estimator.mean_loss(X, y)
+    return -_method(estimator, "mean_loss", "neg_mean_loss_scorer")(X, y)
 
 
 def set_coverage_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: empirical coverage of the prediction sets."""
-    return set_coverage(y, estimator.predict_set(X), estimator.classes_)
+    sets = _method(estimator, "predict_set", "set_coverage_scorer")(X)
+    return set_coverage(y, sets, estimator.classes_)
 
 
 def neg_mean_interval_width_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: minus the mean interval width (greater is better)."""
-    return -mean_interval_width(estimator.predict_interval(X))
+    scorer = "neg_mean_interval_width_scorer"
+    return -mean_interval_width(_method(estimator, "predict_interval", scorer)(X))
 
 
 def interval_coverage_scorer(estimator, X, y) -> float:
     """Scorer for ``GridSearchCV``: empirical coverage of the prediction intervals."""
-    return interval_coverage(y, estimator.predict_interval(X))
+    intervals = _method(estimator, "predict_interval", "interval_coverage_scorer")(X)
+    return interval_coverage(y, intervals)
 
 
 def _informative_interval_rows(estimator, X) -> np.ndarray:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,3 +153,57 @@ def test_readme_states_the_floors_pyproject_declares():
     for requirement in _runtime_requirements():
         name, floor = requirement.split(">=")
         assert f"{name} >= {floor}" in dependencies, f"README Dependencies: {name} >= {floor}"
+
+
+@pytest.mark.slow
+def test_regression_paragraph_numbers_come_from_the_run():
+    """The widths the README quotes for the regression example, over the privacy noise
+    of seeds 0 to 399 (P-COQS and ExponQ) and for split conformal, recomputed."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import train_test_split
+
+    from privconf_sklearn import PrivateConformalRegressor
+    from privconf_sklearn.mechanisms import PCOQS, ExponQ, SplitConformal
+    from privconf_sklearn.metrics import mean_interval_width
+
+    X, y = load_diabetes(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=0.3, random_state=0)
+    X_cal, X_test, y_cal, _ = train_test_split(X_rest, y_rest, train_size=0.7, random_state=0)
+    model = LinearRegression().fit(X_train, y_train)
+
+    def widths(mechanism, seeds):
+        found = []
+        for seed in seeds:
+            pcr = PrivateConformalRegressor(
+                model, mechanism=mechanism, alpha=0.1, score_bounds=(0, 350), random_state=seed
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pcr.fit_calibrate(X_cal, y_cal)
+            found.append(mean_interval_width(pcr.predict_interval(X_test)))
+        return np.array(found)
+
+    split = widths(SplitConformal(), [0])[0]
+    pcoqs = widths(PCOQS(epsilon=1.0, delta=1e-5), range(400))
+    expon = widths(ExponQ(epsilon=1.0), range(400))
+    quoted = {
+        "split": round(split),
+        "pcoqs median": round(np.median(pcoqs)),
+        "pcoqs mean": round(pcoqs.mean()),
+        "pcoqs p95 above": int(np.percentile(pcoqs, 95) // 10 * 10),
+        "pcoqs widest": round(pcoqs.max()),
+        "expon mean": round(expon.mean()),
+        "expon median": round(np.median(expon)),
+        "expon p95": round(np.percentile(expon, 95)),
+    }
+    assert quoted == {
+        "split": 193,
+        "pcoqs median": 198,
+        "pcoqs mean": 227,
+        "pcoqs p95 above": 390,
+        "pcoqs widest": 657,
+        "expon mean": 223,
+        "expon median": 214,
+        "expon p95": 253,
+    }

@@ -223,3 +223,17 @@ def test_mean_loss_refuses_what_it_cannot_score(multilabel):
         crc.mean_loss(X[1000:], 2 * Y[1000:])
     with pytest.raises(ValueError, match="2-d bool matrix"):
         crc.score_.mean_loss(Y[1000:], crc.predict_set(X[1000:]))  # 0/1 ints, not bools
+
+
+@pytest.mark.parametrize(
+    ("scorer", "needs"),
+    [
+        (set_coverage_scorer, "predict_set"),
+        (neg_mean_set_size_scorer, "predict_set"),
+        (neg_mean_loss_scorer, "mean_loss"),
+    ],
+)
+def test_a_scorer_on_the_wrong_kind_of_estimator_names_what_it_needs(data, scorer, needs):
+    model, X, y = data
+    with pytest.raises(TypeError, match=f"LogisticRegression has no {needs}"):
+        scorer(model, X, y)

@@ -703,3 +703,12 @@ def test_cards_of_the_previous_format_are_refused_with_the_reason(tmp_path):
     assert "adjacency" in problem and "Re-issue it" in problem
     with pytest.raises(CardFormatError, match="schema_version 3"):
         ContractCard.load(old)
+
+
+def test_unreadable_input_is_reported_briefly_and_by_its_cause():
+    """A long string that is not a card (read as a path) is not echoed back whole, and a
+    bare NaN is named as such (not as an infinity)."""
+    result = verify_card("x" * 100_000)
+    assert result.status == "inconsistent" and len(result.problems[0]) < 400
+    nan = verify_card(_simple_card_json().replace('"alpha": 0.1', '"alpha": NaN'))
+    assert "bare NaN is not JSON, and no card field is NaN" in nan.problems[0]

@@ -74,6 +74,8 @@ def _finite(text: str) -> float:
 
 
 def _constant(token: str):
+    if token == "NaN":
+        raise CardFormatError("bare NaN is not JSON, and no card field is NaN.")
     raise CardFormatError(f"bare {token} is not JSON; cards write {{'$float': 'inf'}}.")
 
 

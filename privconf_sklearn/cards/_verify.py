@@ -500,7 +500,9 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     try:
         card = _load(card)
     except (ValueError, OSError) as exc:
-        return Verification("inconsistent", (), (f"unreadable card: {exc}",))
+        message = str(exc)
+        message = message if len(message) <= 300 else message[:297] + "..."
+        return Verification("inconsistent", (), (f"unreadable card: {message}",))
     try:
         clauses, problems = _check(card, registry, key)
     except Exception as exc:  # the verifier reports, it never crashes

@@ -440,10 +440,19 @@ def _check(card, registry, key: str | None) -> tuple[tuple[Clause, ...], list[st
     return expected.clauses, problems
 
 
+#: Longest string read as a path (longer ones are neither a path nor a card).
+_MAX_PATH = 4096
+
+
 def _load(card: Any) -> ContractCard | RiskCard:
     """A contract card or a risk card (by its schema name) from any accepted form."""
     if isinstance(card, ContractCard | RiskCard):
         return card
+    if isinstance(card, str) and card.lstrip()[:1] != "{" and len(card) > _MAX_PATH:
+        raise ValueError(
+            f"a card is JSON text starting with '{{' or a path; got a string of {len(card)} "
+            f"characters starting {card[:40]!r}."
+        )
     if isinstance(card, os.PathLike) or (isinstance(card, str) and card.lstrip()[:1] != "{"):
         with open(card, encoding="utf-8") as handle:  # a card's JSON is an object: a path
             card = handle.read(MAX_CHARS + 1)
@@ -500,9 +509,7 @@ def verify_card(card, *, mechanisms=None, public_key=None) -> Verification:
     try:
         card = _load(card)
     except (ValueError, OSError) as exc:
-        message = str(exc)
-        message = message if len(message) <= 300 else message[:297] + "..."
-        return Verification("inconsistent", (), (f"unreadable card: {message}",))
+        return Verification("inconsistent", (), (f"unreadable card: {exc}",))
     try:
         clauses, problems = _check(card, registry, key)
     except Exception as exc:  # the verifier reports, it never crashes

@@ -29,7 +29,7 @@ from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
@@ -109,7 +109,7 @@ _DEFAULT_SCORER_MODULE = "sklearn.metrics._scorer"
 _WARNED_SCORERS: weakref.WeakSet = weakref.WeakSet()
 
 
-def warn_if_default_scorer(estimator: BasePrivateConformal, model_score: str) -> None:
+def warn_if_default_scorer(estimator: object, model_score: str) -> None:
     """Warn if scikit-learn's default scorer called ``estimator.score`` (``scoring=None``).
 
     The estimators' ``score`` is the wrapped model's ``model_score`` (accuracy, R^2),
@@ -139,6 +139,44 @@ def warn_if_default_scorer(estimator: BasePrivateConformal, model_score: str) ->
         "scoring name (e.g. 'accuracy', 'r2') to rank by the model on purpose.",
         DefaultScoreWarning,
     )
+
+
+class DefaultScoreWarningMixin:
+    """The wrapped model's ``score``, warning when a search ranks by it.
+
+    First among the bases of an estimator (before ``ClassifierMixin`` or
+    ``RegressorMixin``, whose ``score`` it calls); ``_model_score`` names that score.
+    """
+
+    _model_score: ClassVar[str]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """The wrapped model's accuracy (classifiers) or R^2 (regressors) on ``(X, y)``.
+
+        scikit-learn's ``score``, not a conformal metric: ``alpha``, the mechanism and its
+        budget do not change it. When a search calls it as its default score
+        (``scoring=None``) it warns (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`):
+        rank candidates by the scorers of :mod:`privconf_sklearn.metrics` instead
+        (:doc:`/user_guide/model_selection`; for a risk control,
+        :func:`~privconf_sklearn.metrics.neg_mean_set_size_scorer` beside
+        :func:`~privconf_sklearn.metrics.neg_mean_loss_scorer`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test features.
+        y : array-like of shape (n_samples,) or (n_samples, n_labels)
+            True labels or targets (a 2-d indicator for a multilabel risk control).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        float
+            Accuracy or R^2 of ``predict(X)``.
+        """
+        warn_if_default_scorer(self, self._model_score)
+        return super().score(X, y, sample_weight=sample_weight)  # type: ignore[misc]
 
 
 def common_constraints(score_aliases: dict, mondrian_options: tuple[str, ...]) -> dict:

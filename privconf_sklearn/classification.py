@@ -9,10 +9,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
     BasePrivateConformal,
+    DefaultScoreWarningMixin,
     _estimator_has,
     check_is_estimator,
     common_constraints,
-    warn_if_default_scorer,
 )
 from ._validation import encode_labels
 from ._warnings import warn_at_caller
@@ -22,7 +22,7 @@ from .scores import APS, LAC, RAPS, ConformityScoreWarning, check_label_kinds
 __all__ = ["PrivateConformalClassifier"]
 
 
-class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
+class PrivateConformalClassifier(DefaultScoreWarningMixin, ClassifierMixin, BasePrivateConformal):
     """Prediction sets with private conformal calibration for a fitted classifier.
 
     Wraps any classifier with ``predict_proba`` (a diffprivlib ``GaussianNB``,
@@ -150,6 +150,7 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
     1.0
     """
 
+    _model_score = "accuracy"
     _score_aliases = {
         "lac": LAC,
         "aps": APS,
@@ -257,32 +258,6 @@ class PrivateConformalClassifier(ClassifierMixin, BasePrivateConformal):
             ``sets[i, j]`` is True iff ``classes_[j]`` is in the set of ``X[i]``.
         """
         return super().predict_set(X, batch_size=batch_size)
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """The wrapped classifier's accuracy on ``(X, y)`` (scikit-learn's ``score``).
-
-        Not a conformal metric: ``alpha``, the mechanism and its budget do not change it.
-        When a search calls it as its default score (``scoring=None``) it warns
-        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by the
-        scorers of :mod:`privconf_sklearn.metrics` instead
-        (:doc:`/user_guide/model_selection`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Test features.
-        y : array-like of shape (n_samples,)
-            True labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        float
-            Mean accuracy of ``predict(X)``.
-        """
-        warn_if_default_scorer(self, "accuracy")
-        return super().score(X, y, sample_weight=sample_weight)
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X):

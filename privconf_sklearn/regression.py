@@ -20,10 +20,10 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ._base import (
     BasePrivateConformal,
+    DefaultScoreWarningMixin,
     check_is_estimator,
     common_constraints,
     inner_input_tags,
-    warn_if_default_scorer,
 )
 from ._diffprivlib import PrivacyLeakWarning, warn_privacy_leak
 from ._groups import GroupIndex, group_ids_of_rows
@@ -199,7 +199,7 @@ class QuantilePair(RegressorMixin, BaseEstimator):
         return 0.5 * (quantiles[:, 0] + quantiles[:, 1])
 
 
-class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
+class PrivateConformalRegressor(DefaultScoreWarningMixin, RegressorMixin, BasePrivateConformal):
     """Prediction intervals with private conformal calibration for any regressor.
 
     Wraps a regressor (a diffprivlib ``LinearRegression``, any scikit-learn regressor,
@@ -366,6 +366,7 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
     (True, 1.0)
     """
 
+    _model_score = "R^2"
     _score_aliases = {"absolute": AbsoluteResidual, "cqr": CQR}
     _parameter_constraints = {
         **common_constraints(_score_aliases, mondrian_options=()),
@@ -640,32 +641,6 @@ class PrivateConformalRegressor(RegressorMixin, BasePrivateConformal):
         )
         thresholds = np.where(codes < 0, top, self.group_thresholds_[np.maximum(codes, 0)])
         return bool(np.all(thresholds >= top))
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """The wrapped regressor's R^2 on ``(X, y)`` (scikit-learn's ``score``).
-
-        Not a conformal metric: ``alpha``, the mechanism and its budget do not change it.
-        When a search calls it as its default score (``scoring=None``) it warns
-        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by the
-        scorers of :mod:`privconf_sklearn.metrics` instead
-        (:doc:`/user_guide/model_selection`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Test features.
-        y : array-like of shape (n_samples,)
-            True targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        float
-            R^2 of ``predict(X)``.
-        """
-        warn_if_default_scorer(self, "R^2")
-        return super().score(X, y, sample_weight=sample_weight)
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
     BasePrivateConformal,
+    DefaultScoreWarningMixin,
     _check_same_length,
     _estimator_has,
     _object_array,
     check_is_estimator,
     common_constraints,
-    warn_if_default_scorer,
 )
 from ._calibration_run import CalibrationRun
 from ._groups import group_ids_of_rows, index_rows
@@ -236,7 +236,7 @@ def _empty_group_release(run: CalibrationRun, n_candidates: int) -> RiskCalibrat
     )
 
 
-class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
+class PrivateRiskControlClassifier(DefaultScoreWarningMixin, ClassifierMixin, BasePrivateConformal):
     """Prediction sets controlling a risk (e.g. the false-negative rate), privately.
 
     Wraps a fitted classifier whose ``predict_proba`` gives per-label probabilities: a
@@ -348,6 +348,7 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
     (True, 1.0)
     """
 
+    _model_score = "accuracy"
     _score_aliases = {"fnr": FalseNegativeRate}
     _parameter_constraints = {
         **{
@@ -734,30 +735,3 @@ class PrivateRiskControlClassifier(ClassifierMixin, BasePrivateConformal):
             kind = "a 2-d indicator" if self.score_.multilabel_ else "one label per row"
             raise ValueError(f"y must be {kind}, as the calibration targets were.")
         return loss.mean_loss(targets, self.predict_set(X))
-
-    def score(self, X, y, sample_weight=None) -> float:
-        """The wrapped classifier's accuracy on ``(X, y)`` (scikit-learn's ``score``).
-
-        Not a risk metric: ``alpha``, the mechanism and its budget do not change it (for
-        a multilabel ``y``, the subset accuracy of ``predict``). When a search calls it as
-        its default score (``scoring=None``) it warns
-        (:class:`~privconf_sklearn.metrics.DefaultScoreWarning`): rank candidates by
-        :func:`~privconf_sklearn.metrics.neg_mean_set_size_scorer` and check
-        :func:`~privconf_sklearn.metrics.neg_mean_loss_scorer` instead.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Test features.
-        y : array-like of shape (n_samples, n_labels) or (n_samples,)
-            True labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        float
-            Mean accuracy of ``predict(X)``.
-        """
-        warn_if_default_scorer(self, "accuracy")
-        return super().score(X, y, sample_weight=sample_weight)

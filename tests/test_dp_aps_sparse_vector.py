@@ -368,3 +368,19 @@ def test_offset_search_stops_at_an_unreachable_beta():
     with no_hang(20), pytest.raises(ValueError, match="beta = 1e-25"):
         choose_plan(1000, _rank(1000, 0.1), 1.0, 1e-25)
 
+
+@pytest.mark.parametrize("epsilon", [1e8, 1e300])
+def test_huge_epsilon_releases_in_bounded_time(epsilon):
+    # The crossing sampler used to build exp(-epsilon_2) to about 1.44 epsilon_2 bits.
+    # At this budget the noise is negligible: the release is the grid quantile of rank
+    # k with probability 1 - O(e^{-epsilon / 10}), and so is the exact distribution.
+    scores = np.random.default_rng(0).uniform(size=1000)
+    n_bins, k = 1000, _rank(1000, 0.1)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins)
+    with no_hang(20):
+        calibration = mechanism.calibrate(scores, 0.1, random_state=0)
+    grid_quantile = (np.searchsorted(cumulative_counts(scores, n_bins), k) + 1) / n_bins
+    assert calibration.details["offset"] == 0
+    assert calibration.threshold == grid_quantile
+    values, log_probabilities = mechanism.threshold_distribution(scores, 0.1)
+    assert log_probabilities[values == grid_quantile] == pytest.approx([0.0], abs=1e-12)

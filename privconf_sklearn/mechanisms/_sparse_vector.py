@@ -105,6 +105,12 @@ _WINDOW_MASS = 1e-20
 MIN_BETA = 2 * _WINDOW_MASS
 
 
+#: The log-probabilities of the noises overflow to ``-inf`` at rates near the largest
+#: float (``epsilon`` above about 1e305): the exact limit, a probability of 0 in float64
+#: (the true one is below ``e^{-10^305}``), so numpy's overflow warning is silenced.
+_OVERFLOW_TO_INFINITY = np.errstate(over="ignore")
+
+
 # --------------------------------------------------------------- discrete Laplace
 def noise_rates(epsilon: float, share: Fraction) -> tuple[Fraction, Fraction]:
     """``(epsilon_1, epsilon_2)``, exactly: ``share epsilon`` and ``(1 - share) epsilon``.
@@ -332,6 +338,7 @@ def _upper_offset(rate_threshold: float, rate_query: float, beta: float) -> int:
     return high
 
 
+@_OVERFLOW_TO_INFINITY
 def offsets(n_bins: int, epsilon: float, share: Fraction, beta: float) -> tuple[int, int]:
     """``(lambda, u)`` for a grid of ``n_bins`` points: the exact offsets for ``beta``.
 
@@ -384,6 +391,7 @@ SPARSE_GRID = np.unique(
 
 
 @lru_cache(maxsize=1024)
+@_OVERFLOW_TO_INFINITY
 def choose_plan(
     n: int, rank: int, epsilon: float, beta: float, n_bins: int | None = None
 ) -> SparseVectorPlan | None:
@@ -449,6 +457,7 @@ def first_crossing(
     return noise.discrete_laplace_first_crossing(1 / rate_query, counts[:-1], target + rho) + 1
 
 
+@_OVERFLOW_TO_INFINITY
 def first_crossing_log_probabilities(
     counts: np.ndarray, target: int, epsilon: float, share: Fraction, *, relative: bool = True
 ) -> np.ndarray:

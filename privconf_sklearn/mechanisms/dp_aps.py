@@ -33,6 +33,7 @@ from ._base import (
 )
 from ._binning import bin_counts
 from ._sparse_vector import (
+    _OVERFLOW_TO_INFINITY,
     MIN_BETA,
     SparseVectorPlan,
     choose_plan,
@@ -213,6 +214,7 @@ def vector_first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray
     return np.where(reached.any(axis=-1), first, noisy_counts.shape[-1])
 
 
+@_OVERFLOW_TO_INFINITY
 def vector_crossing_log_probabilities(
     counts: np.ndarray, target: float, noise: DiscreteLaplaceMechanism
 ) -> np.ndarray:

@@ -61,6 +61,23 @@ def test_digits_are_the_exact_binary_expansion(rate):
             assert tail_digits(rate, g, n_bits) == _decimal_digits(rate, g, n_bits), (g, n_bits)
 
 
+@pytest.mark.parametrize("n_bits", [72, 1032])
+@pytest.mark.parametrize("rate", list(RATES.values()), ids=list(RATES))
+def test_digits_around_the_vanishing_tail_are_exact(rate, n_bits):
+    """Digits known to be 0 once ``r g >= 0.7 n`` (``> n ln 2``) are read without arithmetic.
+
+    Every ``g`` from one with nonzero digits (``p(g) > e^{-r g} / 2 >= 2^-n`` for
+    ``r g <= (n - 1) ln 2``) to past that cut matches the decimal expansion, so the cut
+    never drops a nonzero digit.
+    """
+    nonzero = math.floor((n_bits - 1) * math.log(2) / rate)
+    cut = math.ceil(Fraction(7 * n_bits, 10) / rate)
+    digits = [tail_digits(rate, g, n_bits) for g in range(nonzero, cut + 3)]
+    expected = [_decimal_digits(rate, g, n_bits) for g in range(nonzero, cut + 3)]
+    assert digits == expected
+    assert expected[0] > 0 and expected[-1] == 0
+
+
 @pytest.mark.parametrize("rate", list(RATES.values()), ids=list(RATES))
 def test_indicators_have_the_exact_probabilities(rate):
     """Mixed thresholds around 0 and in the tail; 30,000 independent draws of each."""

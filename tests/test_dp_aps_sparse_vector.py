@@ -9,11 +9,13 @@ noises, and coverage by Monte Carlo against Theorem 5.1's ``k / (n + 1) - beta``
 
 import itertools
 import math
+import sys
 import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
 from privconf_sklearn._random import check_noise_source
 from privconf_sklearn.mechanisms import DPAPS, UninformativeCalibrationWarning
@@ -30,11 +32,13 @@ from privconf_sklearn.mechanisms._sparse_vector import (
 )
 from privconf_sklearn.mechanisms.dp_aps import (
     certified_level,
+    choose_plan,
     cumulative_counts,
     first_crossing_log_probabilities,
 )
 
 from ._exact_tails import assert_counts_match
+from ._hang import no_hang
 from ._stats import binomial_lower_limit
 
 
@@ -327,3 +331,60 @@ def test_details_are_public_and_diagnostics_owner_only():
 def test_bad_release_is_rejected_by_name():
     with pytest.raises((ValueError, TypeError), match="release"):
         DPAPS(epsilon=1.0, release="laplace").calibrate(np.linspace(0, 1, 400), 0.1)
+
+
+# ---------------------------------------------------------------- extreme parameters
+TINY_BETA_CALLS = {
+    "calibrate": lambda m, scores: m.calibrate(scores, 0.1, random_state=0),
+    "coverage_certificate": lambda m, scores: m.coverage_certificate(1000, 0.1),
+    "min_informative_samples": lambda m, scores: m.min_informative_samples(0.1),
+    "forecast": lambda m, scores: m.forecast(1000, 0.1),
+}
+
+
+@pytest.mark.parametrize("call", list(TINY_BETA_CALLS.values()), ids=list(TINY_BETA_CALLS))
+def test_tiny_beta_is_refused_by_name(call):
+    # The certificate adds the 1e-20 of threshold noise its sums leave out, so no
+    # offset certifies a smaller beta: the search for one used to run forever.
+    scores = np.random.default_rng(0).uniform(size=1000)
+    for beta in (1e-25, 1e-20, 1.9e-20):
+        with no_hang(20), pytest.raises(InvalidParameterError, match=r"'beta'.*2e-20"):
+            call(DPAPS(epsilon=1.0, beta=beta), scores)
+
+
+def test_smallest_beta_is_certified():
+    # Its offset lies below the union bound's, which bounds the search for it.
+    for n_bins in ("auto", 2, 50):
+        mechanism = DPAPS(epsilon=1.0, beta=2e-20, n_bins=n_bins)
+        with no_hang(20):
+            plan = mechanism.resolve_plan(5000, 0.1)
+            certificate = mechanism.coverage_certificate(5000, 0.1)
+        assert plan is not None and certificate.feasible
+        assert certificate.lower_bound == _rank(5000, 0.1) / 5001 - 2e-20
+
+
+def test_offset_search_stops_at_an_unreachable_beta():
+    # The plan is a public function: past the parameter check, the search for the offset
+    # is bounded by the union bound's and names beta rather than spinning.
+    with no_hang(20), pytest.raises(ValueError, match="beta = 1e-25"):
+        choose_plan(1000, _rank(1000, 0.1), 1.0, 1e-25)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("release", ["sparse_vector", "vector"])
+@pytest.mark.parametrize("epsilon", [1e8, 1e300, sys.float_info.max])
+def test_huge_epsilon_releases_in_bounded_time(epsilon, release):
+    # The crossing sampler used to build exp(-epsilon_2) to about 1.44 epsilon_2 bits.
+    # At this budget the noise is negligible: the release is the grid quantile of rank
+    # k with probability 1 - O(B e^{-epsilon / B}), and so is the exact distribution
+    # (whose log-probabilities overflow to -inf, silently, at the largest floats).
+    scores = np.random.default_rng(0).uniform(size=1000)
+    n_bins, k = 1000, _rank(1000, 0.1)
+    mechanism = DPAPS(epsilon=epsilon, n_bins=n_bins, release=release)
+    with no_hang(20):
+        calibration = mechanism.calibrate(scores, 0.1, random_state=0)
+    grid_quantile = (np.searchsorted(cumulative_counts(scores, n_bins), k) + 1) / n_bins
+    assert calibration.details["offset"] == 0
+    assert calibration.threshold == grid_quantile
+    values, log_probabilities = mechanism.threshold_distribution(scores, 0.1)
+    assert log_probabilities[values == grid_quantile] == pytest.approx([0.0], abs=1e-12)

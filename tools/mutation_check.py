@@ -251,6 +251,30 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_crossing_sampler.py",),
         "a uniform tied with P(Z >= g) on its first 72 bits counted as no crossing",
     ),
+    Mutant(
+        "crossing-vanishing-cut-below-ln2",
+        "privconf_sklearn/_random/_exceedance.py",
+        "    return -(-7 * n_bits // 10)",
+        "    return -(-69 * n_bits // 100)",
+        ("tests/test_crossing_sampler.py::test_digits_around_the_vanishing_tail_are_exact",),
+        "digits of P(Z >= g) taken as 0 from r g >= 0.69 n, below n ln 2, where they need not be",
+    ),
+    Mutant(
+        "dp-aps-beta-floor-dropped",
+        "privconf_sklearn/mechanisms/dp_aps.py",
+        '"beta": [Interval(Real, MIN_BETA, 1, closed="left")],',
+        '"beta": [Interval(Real, 0, 1, closed="neither")],',
+        ("tests/test_dp_aps_sparse_vector.py::test_tiny_beta_is_refused_by_name",),
+        "a beta below the certificate's omitted mass accepted, with no parameter error",
+    ),
+    Mutant(
+        "sparse-vector-offset-walk-unbounded",
+        "privconf_sklearn/mechanisms/_sparse_vector.py",
+        "        if value >= ceiling:",
+        "        if False:",
+        ("tests/test_dp_aps_sparse_vector.py::test_offset_search_stops_at_an_unreachable_beta",),
+        "the search for the offset walks without bound at an unreachable beta (a hang)",
+    ),
     # --- privacy accounting
     Mutant(
         "group-privacy-drops-factor-2",

@@ -71,6 +71,7 @@ from scipy.special import logsumexp
 from .._random import NoiseSource
 
 __all__ = [
+    "MIN_BETA",
     "THRESHOLD_SHARES",
     "SparseVectorPlan",
     "choose_plan",
@@ -96,6 +97,18 @@ MAX_EXACT_POINTS = 2**21
 
 #: Mass of ``rho`` left outside the summation window (bounded conservatively).
 _WINDOW_MASS = 1e-20
+
+#: Smallest ``beta`` the certificate accepts: every failure probability it computes
+#: adds :data:`_WINDOW_MASS`, so no offset certifies a smaller ``beta``; twice that mass
+#: leaves half of ``beta`` to the noise, and the offset is then at most the union
+#: bound's of :func:`_offset_ceiling`.
+MIN_BETA = 2 * _WINDOW_MASS
+
+
+#: The log-probabilities of the noises overflow to ``-inf`` at rates near the largest
+#: float (``epsilon`` above about 1e305): the exact limit, a probability of 0 in float64
+#: (the true one is below ``e^{-10^305}``), so numpy's overflow warning is silenced.
+_OVERFLOW_TO_INFINITY = np.errstate(over="ignore")
 
 
 # --------------------------------------------------------------- discrete Laplace
@@ -262,10 +275,7 @@ def _smallest_offsets(rate_threshold: float, rate_query: float, sizes, beta: flo
     """
     rho, log_pmf = _rho_grid(rate_threshold)
     radius = rho[-1]
-    # lambda never exceeds the union bound's offset (B - 1) P(nu - rho >= lambda + 1)
-    # <= beta, which is below the one for a rho pinned at its window edge.
-    largest = int(np.max(sizes))
-    span = math.ceil((math.log(largest / beta) + 1) / rate_query) + 2 * radius + 2
+    span = _offset_ceiling(rate_threshold, rate_query, int(np.max(sizes)), beta)
     x = np.arange(-radius, span + radius + 1)
     log_cdf = discrete_laplace_log_cdf(x, rate_query)
     fails = -np.expm1((np.asarray(sizes)[:, None] - 1) * log_cdf[None, :])
@@ -275,9 +285,35 @@ def _smallest_offsets(rate_threshold: float, rate_query: float, sizes, beta: flo
     return np.where((table <= beta).any(axis=1), found, span).astype(np.int64)
 
 
-def _confirmed(value: int, probability, beta: float) -> int:
-    """The smallest integer with ``probability(.) <= beta``, moving from ``value`` by steps."""
+def _offset_ceiling(rate_threshold: float, rate_query: float, n_bins: int, beta: float) -> int:
+    """An offset with :func:`failure_probability` below ``beta`` on ``n_bins`` points.
+
+    The union bound with ``rho`` pinned at its window edge ``-R``: at this ``lambda``,
+    ``(B - 1) P(nu >= lambda + 1 - R) <= (B - 1) e^{-r (lambda + 1 - R)} < beta / e``,
+    so the failure probability is below ``beta / e + _WINDOW_MASS < beta`` for
+    ``beta >= MIN_BETA``: the smallest offset is never above it.
+    """
+    radius = 0 if rate_threshold == 0.0 else _window(rate_threshold)
+    return math.ceil((math.log(n_bins / beta) + 1) / rate_query) + 2 * radius + 2
+
+
+def _confirmed(value: int, probability, beta: float, ceiling: int) -> int:
+    """The smallest integer with ``probability(.) <= beta``, moving from ``value`` by steps.
+
+    ``ceiling`` (:func:`_offset_ceiling`) bounds the answer, and so the steps up.
+
+    Raises
+    ------
+    ValueError
+        If no integer up to ``ceiling`` has ``probability(.) <= beta`` (a ``beta`` below
+        :data:`MIN_BETA`).
+    """
     while probability(value) > beta:
+        if value >= ceiling:
+            raise ValueError(
+                f"no offset up to {ceiling} certifies beta = {beta}: beta must be at least "
+                f"{MIN_BETA} (the certificate's omitted mass is {_WINDOW_MASS})."
+            )
         value += 1
     while value > 0 and probability(value - 1) <= beta:
         value -= 1
@@ -302,6 +338,7 @@ def _upper_offset(rate_threshold: float, rate_query: float, beta: float) -> int:
     return high
 
 
+@_OVERFLOW_TO_INFINITY
 def offsets(n_bins: int, epsilon: float, share: Fraction, beta: float) -> tuple[int, int]:
     """``(lambda, u)`` for a grid of ``n_bins`` points: the exact offsets for ``beta``.
 
@@ -320,6 +357,7 @@ def offsets(n_bins: int, epsilon: float, share: Fraction, beta: float) -> tuple[
         guess,
         lambda value: float(failure_probability(value, n_bins, rate_threshold, rate_query)),
         beta,
+        _offset_ceiling(rate_threshold, rate_query, n_bins, beta),
     )
     return lower, _upper_offset(rate_threshold, rate_query, beta)
 
@@ -353,6 +391,7 @@ SPARSE_GRID = np.unique(
 
 
 @lru_cache(maxsize=1024)
+@_OVERFLOW_TO_INFINITY
 def choose_plan(
     n: int, rank: int, epsilon: float, beta: float, n_bins: int | None = None
 ) -> SparseVectorPlan | None:
@@ -418,6 +457,7 @@ def first_crossing(
     return noise.discrete_laplace_first_crossing(1 / rate_query, counts[:-1], target + rho) + 1
 
 
+@_OVERFLOW_TO_INFINITY
 def first_crossing_log_probabilities(
     counts: np.ndarray, target: int, epsilon: float, share: Fraction, *, relative: bool = True
 ) -> np.ndarray:

@@ -33,6 +33,8 @@ from ._base import (
 )
 from ._binning import bin_counts
 from ._sparse_vector import (
+    _OVERFLOW_TO_INFINITY,
+    MIN_BETA,
     SparseVectorPlan,
     choose_plan,
     first_crossing,
@@ -212,6 +214,7 @@ def vector_first_crossing(noisy_counts: np.ndarray, target: float) -> np.ndarray
     return np.where(reached.any(axis=-1), first, noisy_counts.shape[-1])
 
 
+@_OVERFLOW_TO_INFINITY
 def vector_crossing_log_probabilities(
     counts: np.ndarray, target: float, noise: DiscreteLaplaceMechanism
 ) -> np.ndarray:
@@ -317,8 +320,12 @@ class DPAPS(QuantileMechanism):
     n_bins : int or "auto", default="auto"
         Grid size ``B``, an integer in ``[2, 10^6]``, or ``"auto"``.
     beta : float, default=1e-3
-        Failure probability of the noise bound, in (0, 1); the coverage guarantee loses
-        ``beta``.
+        Failure probability of the noise bound, in ``[2e-20, 1)``; the coverage guarantee
+        loses ``beta``. The sparse vector certificate adds the mass ``1e-20`` of the
+        threshold noise it leaves out of its exact sums, so it reaches no ``beta`` below
+        that; the bound ``2e-20``
+        (:data:`~privconf_sklearn.mechanisms._sparse_vector.MIN_BETA`) keeps half of
+        ``beta`` for the noise.
     release : {"sparse_vector", "vector"}, default="sparse_vector"
         How the counts are privatised (above).
 
@@ -337,7 +344,7 @@ class DPAPS(QuantileMechanism):
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "n_bins": [StrOptions({"auto"}), Interval(Integral, 2, MAX_GRID_SIZE, closed="both")],
-        "beta": [Interval(Real, 0, 1, closed="neither")],
+        "beta": [Interval(Real, MIN_BETA, 1, closed="left")],
         "release": [StrOptions(set(RELEASES))],
     }
 

@@ -913,11 +913,10 @@ def check_is_estimator(estimator, name: str, owner: str) -> None:
     scikit-learn's own checks (``is_classifier``, ``get_tags``) need an estimator that
     defines ``__sklearn_tags__`` (a subclass of ``sklearn.base.BaseEstimator``); without
     this check ``None``, a string or a duck-typed model escapes as scikit-learn's
-    internal ``AttributeError``.
+    internal ``AttributeError`` (scikit-learn >= 1.7) or a later, vaguer error (1.6,
+    which falls back to default tags).
     """
-    try:
-        get_tags(estimator)
-    except AttributeError:
+    if inner_input_tags(estimator) is None:
         text = repr(estimator)
         raise InvalidParameterError(
             f"The {name!r} parameter of {owner} must be a scikit-learn estimator (a "
@@ -927,7 +926,9 @@ def check_is_estimator(estimator, name: str, owner: str) -> None:
 
 
 def inner_input_tags(estimator):
-    """The input tags of a wrapped estimator, or None if scikit-learn cannot read them."""
+    """The input tags of a wrapped estimator, or None if it defines no scikit-learn tags."""
+    if not hasattr(type(estimator), "__sklearn_tags__"):
+        return None
     try:
         return get_tags(estimator).input_tags
     except AttributeError:

@@ -12,6 +12,7 @@ by a :class:`~privconf_sklearn.mechanisms.RiskControlMechanism`:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from numbers import Real
@@ -34,7 +35,7 @@ from ._base import (
 )
 from ._calibration_run import CalibrationRun
 from ._groups import group_ids_of_rows, index_rows
-from ._param_validation import Interval, StrOptions
+from ._param_validation import Interval, InvalidParameterError, StrOptions, validate_params
 from ._random import check_noise_source
 from .mechanisms import RiskCalibration, RiskCertificate, RiskControlMechanism, RiskForecast
 from .mechanisms.risk_control import warn_about_release
@@ -101,8 +102,28 @@ def private_sizes_risk_bound(alpha: float, beta: float, loss_bound: float) -> fl
     a uniformly random subset of its rows except with probability at most ``beta``
     (then it is padded), so its expected loss is at most ``(1 - beta) alpha + beta B``
     (the user guide, "Conformal risk control", gives the proof).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unless ``0 < alpha < loss_bound`` and ``0 < beta < 1`` (reals, not bools).
     """
-    return float(alpha) + float(beta) * (float(loss_bound) - float(alpha))
+    checked = validate_params(
+        {
+            "alpha": [Interval(Real, 0.0, None, closed="neither")],
+            "beta": [Interval(Real, 0.0, 1.0, closed="neither")],
+            "loss_bound": [Interval(Real, 0.0, None, closed="neither")],
+        },
+        {"alpha": alpha, "beta": beta, "loss_bound": loss_bound},
+        "private_sizes_risk_bound",
+    )
+    alpha, beta, loss_bound = (float(checked[k]) for k in ("alpha", "beta", "loss_bound"))
+    if not alpha < loss_bound < math.inf:
+        raise InvalidParameterError(
+            f"private_sizes_risk_bound: alpha must lie in (0, loss_bound) and loss_bound be "
+            f"finite; got alpha={alpha!r}, loss_bound={loss_bound!r}."
+        )
+    return alpha + beta * (loss_bound - alpha)
 
 
 @dataclass(frozen=True)
@@ -168,6 +189,22 @@ class MondrianRiskCalibration:
         object.__setattr__(self, "informative", all(r.informative for r in releases))
 
 
+def _check_label_count(model, n_labels: int) -> None:
+    """The model has as many labels as ``y`` has columns, checked before any spend.
+
+    ``classes_`` has one entry per output of a multi-output model.
+    """
+    classes = getattr(model, "classes_", None)
+    if classes is None:
+        return
+    count = len(classes) if isinstance(classes, list) else int(np.shape(classes)[0])
+    if count != n_labels:
+        raise ValueError(
+            f"{type(model).__name__} has {count} labels (classes_) but y has {n_labels}: "
+            "give y the labels the model was fitted on."
+        )
+
+
 def _check_full_set_loss(loss: SetLoss, n_labels: int, multilabel: bool) -> None:
     """The loss is 0 for the set of every label on the canonical rows (public, no data).
 
@@ -179,7 +216,13 @@ def _check_full_set_loss(loss: SetLoss, n_labels: int, multilabel: bool) -> None
     rows = np.eye(n_labels, dtype=bool)
     if multilabel:
         rows = np.vstack([rows, np.ones((1, n_labels), dtype=bool)])
-    curve = loss.loss_curve(np.zeros(rows.shape), rows, np.array([-np.inf]))
+    try:
+        curve = loss.loss_curve(np.zeros(rows.shape), rows, np.array([-np.inf]))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            "The loss must score the set of every label for a row with a single true "
+            f"label (or every label true, multilabel); it failed there: {exc}"
+        ) from exc
     if curve.sums[0] > 0:
         raise ValueError(
             f"The loss must be 0 for the set of every label (the risk guarantee assumes "
@@ -188,31 +231,47 @@ def _check_full_set_loss(loss: SetLoss, n_labels: int, multilabel: bool) -> None
         )
 
 
+def _padding_row(n_labels: int, multilabel: bool) -> np.ndarray:
+    """The true labels of a padding row: the first label (single-label), or every label.
+
+    Chosen without looking at the data; with probability 0 for every label, the row is
+    missed at every threshold >= 0 (the FNR's loss ``B`` there, 0 for every label).
+    """
+    return np.ones((1, n_labels), dtype=bool) if multilabel else np.eye(1, n_labels, dtype=bool)
+
+
 def _check_padding_row(loss: SetLoss, n_labels: int, thresholds: np.ndarray) -> None:
     """The loss scores a padding row (public: checked before any row is read)."""
+    row = _padding_row(n_labels, loss.multilabel_)
     try:
-        loss.loss_curve(np.zeros((1, n_labels)), np.ones((1, n_labels), dtype=bool), thresholds)
+        loss.loss_curve(np.zeros(row.shape), row, thresholds)
     except (TypeError, ValueError) as exc:
         raise ValueError(
-            "With PrivateGroupSizes a group may be padded with rows whose every label is "
-            f"true at probability 0; the loss must score such a row: {exc}"
+            "With PrivateGroupSizes a group may be padded with rows whose "
+            f"{'every label is' if loss.multilabel_ else 'first label is'} true, at "
+            f"probability 0; the loss must score such a row: {exc}"
         ) from exc
 
 
 def _private_size_curve(loss: SetLoss, rows_data, thresholds, rows, size: int, noise):
     """The loss curve of ``size`` rows of a group (:class:`PrivateGroupSizes`).
 
-    A uniformly random subset of the group's ``rows``, or all of them and padding rows:
-    every label true, at probability 0 (loss ``B`` for the FNR at every threshold >= 0).
+    A uniformly random subset of the group's ``rows``, or all of them and padding rows
+    (:func:`_padding_row`). Its owner diagnostics count the rows of the whole group that
+    break an assumption, read or not (owner-side, not released).
     """
     outputs, targets = rows_data
     chosen, n_padding = private_size_rows(rows, size, noise)
-    n_labels = targets.shape[1]
-    return loss.loss_curve(
-        np.concatenate([outputs[chosen], np.zeros((n_padding, n_labels))]),
-        np.concatenate([targets[chosen], np.ones((n_padding, n_labels), dtype=bool)]),
+    padding = np.repeat(_padding_row(targets.shape[1], loss.multilabel_), n_padding, axis=0)
+    curve = loss.loss_curve(
+        np.concatenate([outputs[chosen], np.zeros(padding.shape)]),
+        np.concatenate([targets[chosen], padding]),
         thresholds,
     )
+    if rows.shape[0] == 0:
+        return curve
+    whole = loss.loss_curve(outputs[rows], targets[rows], thresholds)
+    return replace(curve, owner_diagnostics=dict(whole.owner_diagnostics))
 
 
 def _empty_group_release(run: CalibrationRun, n_candidates: int) -> RiskCalibration:
@@ -490,6 +549,7 @@ class PrivateRiskControlClassifier(DefaultScoreWarningMixin, ClassifierMixin, Ba
         mechanism: RiskControlMechanism = run.mechanism  # type: ignore[assignment]
         mechanism_params = mechanism._validated_params()  # once for the fit's release
         sizes = np.bincount(codes, minlength=1 if index is None else len(index))
+        _check_label_count(run.model, targets.shape[1])
         _check_full_set_loss(loss, targets.shape[1], loss.multilabel_)
         if isinstance(run.params["group_sizes"], PrivateGroupSizes):
             _check_padding_row(loss, targets.shape[1], thresholds)
@@ -734,4 +794,9 @@ class PrivateRiskControlClassifier(DefaultScoreWarningMixin, ClassifierMixin, Ba
         if loss.multilabel_ != self.score_.multilabel_:
             kind = "a 2-d indicator" if self.score_.multilabel_ else "one label per row"
             raise ValueError(f"y must be {kind}, as the calibration targets were.")
+        if targets.shape[1] != self.classes_.shape[0]:
+            raise ValueError(
+                f"y has {targets.shape[1]} label columns but the calibrated sets have "
+                f"{self.classes_.shape[0]} (classes_)."
+            )
         return loss.mean_loss(targets, self.predict_set(X))

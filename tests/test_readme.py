@@ -127,7 +127,7 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "ci:test-command" in ci and 'bash -c "$cmd"' in ci
     # CI still runs every test: the slow ones in a step of their own.
-    assert re.search(r'^\.venv/bin/python -m pytest .*-m slow', ci, re.M)
+    assert re.search(r"^\.venv/bin/python -m pytest .*-m slow", ci, re.M)
 
 
 def _runtime_requirements() -> list[str]:

@@ -346,21 +346,22 @@ def test_bad_size_releases_fail_before_anything_is_released(sizes, match):
 
 
 def test_a_loss_that_cannot_score_the_padding_row_is_refused_first():
-    """A callable loss must score the padding row (every label true): checked before any
-    row is read, whatever the sizes turn out to be."""
+    """A callable loss must score the padding row (the first label true, at probability
+    0, for a single-label task): checked before any row is read, whatever the sizes
+    turn out to be. This loss is valid on the data (label 1 only) but not on that row."""
 
-    def one_true_label_only(y_true, y_set):
-        if (y_true.sum(axis=1) > 1).any():
-            raise ValueError("one true label per row")
-        return (y_true & ~y_set).sum(axis=1).astype(float)
+    def label_zero_costs_two(y_true, y_set):
+        return np.where(y_true[:, 0] & ~y_set[:, 0], 2.0, (y_true & ~y_set).any(axis=1) * 1.0)
 
     X, y = _exact_rows([GROUP_A, GROUP_B])
     estimator = _estimator(
         ExponCRC(1.0),
         PrivateGroupSizes(0.5, group_ids=[False, True]),
         alpha=0.5,
-        loss=one_true_label_only,
+        loss=label_zero_costs_two,
         loss_bound=1.0,
     )
-    with pytest.raises(ValueError, match="padded with rows whose every label is true"):
+    with pytest.raises(ValueError, match="padded with rows whose first label is true"):
         estimator.fit_calibrate(X, y)
+    assert not hasattr(estimator, "calibration_")
+    estimator.set_params(group_sizes="public").fit_calibrate(X, y)  # fine without padding

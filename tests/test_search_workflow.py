@@ -86,9 +86,7 @@ def test_direct_score_and_explicit_scoring_do_not_warn(data):
         warnings.simplefilter("error")
         assert estimator.score(X, y) == model.score(X, y)
         for scoring in ("accuracy", set_coverage_scorer, neg_mean_set_size_scorer):
-            GridSearchCV(_classifier(model), {"alpha": [0.1, 0.2]}, cv=2, scoring=scoring).fit(
-                X, y
-            )
+            GridSearchCV(_classifier(model), {"alpha": [0.1, 0.2]}, cv=2, scoring=scoring).fit(X, y)
 
 
 def test_informative_rate_counts_sets_that_leave_a_label_out():

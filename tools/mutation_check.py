@@ -493,8 +493,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "risk-private-sizes-pad-without-loss",
         "privconf_sklearn/risk_control.py",
-        "np.concatenate([targets[chosen], np.ones((n_padding, n_labels), dtype=bool)]),",
-        "np.concatenate([targets[chosen], np.zeros((n_padding, n_labels), dtype=bool)]),",
+        "else np.eye(1, n_labels, dtype=bool)",
+        "else np.zeros((1, n_labels), dtype=bool)",
         (
             "tests/test_risk_control_private_sizes.py::"
             "test_estimator_release_follows_the_exact_distribution",
@@ -504,8 +504,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "risk-private-sizes-bound-ignores-beta",
         "privconf_sklearn/risk_control.py",
-        "return float(alpha) + float(beta) * (float(loss_bound) - float(alpha))",
-        "return float(alpha)",
+        "    return alpha + beta * (loss_bound - alpha)",
+        "    return alpha",
         ("tests/test_risk_control_private_sizes.py",),
         "a group's risk bound with private sizes leaves out the size release's failure beta",
     ),

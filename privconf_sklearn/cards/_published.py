@@ -239,8 +239,18 @@ class PublishedCard:
         return card
 
     def _with_signature(self, signature) -> Any:
-        """A copy carrying ``signature``, with the estimator this card was built from."""
-        return self._attached(dataclasses.replace(self, signature=signature))  # type: ignore[type-var]
+        """A copy carrying ``signature``, with the estimator this card was built from.
+
+        The copy has its own diagnostic layer and owner diagnostics: evaluating the
+        original afterwards leaves the signed copy (and its signature) as signed.
+        """
+        copy = dataclasses.replace(
+            self,  # type: ignore[type-var]
+            signature=signature,
+            diagnostics=dataclasses.replace(self.diagnostics),
+            owner_diagnostics=dict(self.owner_diagnostics),
+        )
+        return self._attached(copy)
 
     def _check_evaluated(self, estimator) -> None:
         """Raise unless ``estimator`` is the fitted calibration this card records."""

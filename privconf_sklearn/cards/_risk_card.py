@@ -45,7 +45,7 @@ from ..risk_control import (
 )
 from ..scores import CallableLoss, FalseNegativeRate
 from ._card import DECISIONS
-from ._codec import plain_value
+from ._codec import canonical_bytes, plain_value
 from ._contract import RISK_CLAUSES, Clause, Relation, _at_most, _calibration_clauses, decision_of
 from ._markdown import render_risk_markdown
 from ._published import PublishedCard
@@ -216,10 +216,18 @@ class RiskSetup(Record):
             raise ValueError("mondrian and groups are recorded together or not at all.")
         if self.groups is not None and not distinct_ids(self.groups):
             raise ValueError("groups must list at least one group, each once.")
-        if self.group_sizes is not None and (
-            self.groups is None or self.group_sizes.name != "PrivateGroupSizes"
-        ):
-            raise ValueError("group_sizes records a PrivateGroupSizes of Mondrian groups.")
+        if self.group_sizes is not None:
+            declared = self.group_sizes.params.get("group_ids")
+            if (
+                self.groups is None
+                or self.group_sizes.name != "PrivateGroupSizes"
+                or declared is None
+                or canonical_bytes(list(declared)) != canonical_bytes(list(self.groups))
+            ):
+                raise ValueError(
+                    "group_sizes records the PrivateGroupSizes of Mondrian groups: its "
+                    "group_ids are the card's groups."
+                )
 
 
 @dataclass(frozen=True)

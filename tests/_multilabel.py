@@ -1,6 +1,7 @@
-"""A quick multilabel data set for the risk-control tests."""
+"""A quick multilabel data set and a known model for the risk-control tests."""
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 
 def make_multilabel(n, n_labels=5, seed=0):
@@ -21,3 +22,18 @@ def make_multilabel(n, n_labels=5, seed=0):
 def plan_of(mechanism, n, alpha, m, resolution, bound):
     """A risk-control mechanism's public plan for ``(n, alpha, m, Q, B)``, or None."""
     return mechanism._plan(mechanism._validated_params(), n, alpha, m, resolution, bound)
+
+
+class SecondColumnProbability(ClassifierMixin, BaseEstimator):
+    """A 'fitted' binary classifier: P(label 1 | x) is the second feature."""
+
+    def fit(self, X, y):
+        self.classes_ = np.array([0, 1])
+        return self
+
+    def predict_proba(self, X):
+        p = np.asarray(X, dtype=np.float64)[:, 1]
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X):
+        return (np.asarray(X, dtype=np.float64)[:, 1] > 0.5).astype(int)

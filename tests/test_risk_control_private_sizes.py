@@ -21,7 +21,6 @@ import warnings
 import numpy as np
 import pytest
 from scipy import stats
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privconf_sklearn import PrivateRiskControlClassifier
 from privconf_sklearn.cards import RiskCard, RiskContract, verify_card
@@ -35,23 +34,9 @@ from privconf_sklearn.mechanisms import (
 from privconf_sklearn.mondrian import PrivateGroupSizes, mondrian_privacy
 from privconf_sklearn.risk_control import private_sizes_risk_bound
 
+from ._multilabel import SecondColumnProbability
 from ._privacy import dict_privacy_loss, private_size_distribution
 from ._stats import FALSE_FAILURE
-
-
-class SecondColumnProbability(ClassifierMixin, BaseEstimator):
-    """A 'fitted' binary classifier: P(label 1 | x) is the second feature."""
-
-    def fit(self, X, y):
-        self.classes_ = np.array([0, 1])
-        return self
-
-    def predict_proba(self, X):
-        p = np.asarray(X, dtype=np.float64)[:, 1]
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X):
-        return (np.asarray(X, dtype=np.float64)[:, 1] > 0.5).astype(int)
 
 
 def sign_group(X):

@@ -1,5 +1,5 @@
-"""Risk control and risk cards: defects found by a review of the private-size and
-evaluation changes, each guarded through the public API.
+"""Risk control and risk cards: what a review of the private-size and evaluation
+changes found, each guarded through the public API.
 
 Public API only. Every test is deterministic (fixed seeds, fixed data).
 """
@@ -19,20 +19,7 @@ from privconf_sklearn.mechanisms import ExponCRC
 from privconf_sklearn.mondrian import PrivateGroupSizes
 from privconf_sklearn.risk_control import private_sizes_risk_bound
 
-
-class SecondColumnProbability(ClassifierMixin, BaseEstimator):
-    """A 'fitted' binary classifier: P(label 1 | x) is the second feature."""
-
-    def fit(self, X, y):
-        self.classes_ = np.array([0, 1])
-        return self
-
-    def predict_proba(self, X):
-        p = np.asarray(X, dtype=np.float64)[:, 1]
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X):
-        return (np.asarray(X, dtype=np.float64)[:, 1] > 0.5).astype(int)
+from ._multilabel import SecondColumnProbability
 
 
 class FirstColumnsProbability(ClassifierMixin, BaseEstimator):
@@ -77,14 +64,10 @@ def _private_sizes_card():
     return RiskCard.from_estimator(estimator)
 
 
-# ------------------------------------------------------------------ finding 1 (major)
 def test_evaluating_the_original_after_signing_leaves_the_signed_card_intact():
-    """``sign`` shares the Diagnostics object and the owner dict with the original.
-
-    Evaluating the unsigned original (which the docs allow: evaluate is refused only on
-    the signed card) then rewrites the signed card's diagnostic layer, so its signature
-    no longer verifies, and the owner's test diagnostics appear in the signed copy.
-    """
+    """A signed copy has its own diagnostic layer and owner diagnostics: evaluating the
+    unsigned original afterwards (allowed) leaves the signed card, and its signature,
+    as signed."""
     ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
     X, y = _binary_data()
     estimator = PrivateRiskControlClassifier(
@@ -108,7 +91,6 @@ def test_evaluating_the_original_after_signing_leaves_the_signed_card_intact():
     assert "test" not in other_signed.owner_diagnostics
 
 
-# ------------------------------------------------------------------ finding 2 (major)
 def _pair_breaks_loss(y_true, y_set):
     """The FNR, except that a row whose true labels are exactly {0, 1} always costs 1."""
     missed = (y_true & ~y_set).sum(axis=1) / np.maximum(y_true.sum(axis=1), 1)
@@ -117,12 +99,9 @@ def _pair_breaks_loss(y_true, y_set):
 
 
 def test_private_sizes_refuse_the_card_when_a_calibration_row_breaks_the_loss():
-    """With private sizes only the subsampled rows are checked for the assumption.
-
-    One calibration row has a positive loss at the set of every label. Public sizes:
-    LossAssumptionWarning and no card. Private sizes: when that row is not among the
-    ``m_g`` rows read (seeds 1 and 3 here), no warning and a card that states the bound.
-    """
+    """One calibration row has a positive loss at the set of every label. With public
+    or private sizes, whether or not that row is among the ``m_g`` rows read (seeds 1
+    and 3 leave it out): a LossAssumptionWarning and no card."""
     rng = np.random.default_rng(0)
     n = 200
     X = rng.uniform(size=(n, 3))
@@ -147,46 +126,33 @@ def test_private_sizes_refuse_the_card_when_a_calibration_row_breaks_the_loss():
             RiskCard.from_estimator(estimator)
 
 
-# ------------------------------------------------------------------ finding 3 (minor)
 def _cost_weighted_miss(y_true, y_set):
     """Single-label task: the cost of the true label if the set misses it (B = 1)."""
     return (y_true & ~y_set) @ np.array([1.0, 0.5])
 
 
 def test_private_sizes_accept_a_valid_single_label_cost_weighted_miss():
-    """A valid single-label loss in [0, 1] (0 for the set of every label) is refused.
-
-    The padding row has every label true, where this loss is 1.5 > B; with public sizes
-    the same loss is accepted. A one-label padding row (e.g. label 0 at probability 0)
-    would serve single-label tasks.
-    """
+    """A valid single-label loss in [0, 1] (0 for the set of every label) is accepted
+    with private sizes as with public ones: single-label padding rows have one true
+    label (every label true, where this loss is 1.5 > B, refused it)."""
     X, y = _binary_data()
     model = SecondColumnProbability().fit(X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        PrivateRiskControlClassifier(
+    for sizes in ("public", PrivateGroupSizes(0.5, group_ids=["a", "b"])):
+        estimator = PrivateRiskControlClassifier(
             model,
             mechanism=ExponCRC(epsilon=1.0),
             alpha=0.2,
             loss=_cost_weighted_miss,
             loss_bound=1.0,
             mondrian=sign_group,
-            group_sizes="public",
+            group_sizes=sizes,
             random_state=0,
-        ).fit_calibrate(X, y)
-        PrivateRiskControlClassifier(
-            model,
-            mechanism=ExponCRC(epsilon=1.0),
-            alpha=0.2,
-            loss=_cost_weighted_miss,
-            loss_bound=1.0,
-            mondrian=sign_group,
-            group_sizes=PrivateGroupSizes(0.5, group_ids=["a", "b"]),
-            random_state=0,
-        ).fit_calibrate(X, y)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert estimator.fit_calibrate(X, y).calibration_.feasible
 
 
-# ------------------------------------------------------------------ finding 4 (minor)
 @pytest.mark.parametrize(
     "args",
     [
@@ -202,14 +168,10 @@ def test_private_sizes_risk_bound_validates_its_arguments(args):
         private_sizes_risk_bound(*args)
 
 
-# ------------------------------------------------------------------ finding 5 (minor)
 def test_a_card_whose_size_release_declares_other_groups_is_not_accepted():
-    """``group_sizes.params.group_ids`` must be the card's ``groups``.
-
-    The estimator always records the declared list as the groups; a card declaring
-    other ids (or none, which a callable refuses) describes no run, yet reads and
-    verifies with no problem once its digest is recomputed.
-    """
+    """``group_sizes.params.group_ids`` must be the card's ``groups``: a card declaring
+    other ids (or none) describes no run, and is refused even with its digest
+    recomputed."""
     base = _private_sizes_card().to_dict()
     for group_ids in (["x"], None):
         data = copy.deepcopy(base)
@@ -223,12 +185,8 @@ def test_a_card_whose_size_release_declares_other_groups_is_not_accepted():
         assert verification.status == "inconsistent", group_ids
 
 
-# ------------------------------------------------------------------ finding 6 (minor)
 def test_mean_loss_names_y_when_its_columns_do_not_match_the_model():
-    """A multilabel ``y`` with the wrong number of columns: the error names ``y``.
-
-    Now: "targets and sets must have the same shape ..." (internal names).
-    """
+    """A multilabel ``y`` with the wrong number of columns: the error names ``y``."""
     rng = np.random.default_rng(1)
     X = rng.uniform(size=(1500, 3))
     Y = (rng.uniform(size=(1500, 3)) < X).astype(int)
